@@ -1,0 +1,1 @@
+"""OOM Doctor: diagnoses out-of-memory failures in LLM fine-tuning."""
