@@ -1,0 +1,141 @@
+"""Command line: `diagnose` a file, `estimate` a set-up, or `chat` in the terminal."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence, TextIO
+
+from .consultation import State, default
+from .estimate_request import INPUTS, EstimateInputError, estimate_reply
+from .language import LANGUAGES
+
+MAX_INPUT_BYTES = 16 * 2**20
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    else:
+        with open(source, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise SystemExit(f"error: input is larger than {MAX_INPUT_BYTES} bytes")
+    if b"\x00" in data:
+        raise SystemExit("error: input contains NUL bytes; give a text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SystemExit("error: input is not UTF-8 text") from None
+
+
+def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+    text = _read(args.file)
+    if not text.strip():
+        raise SystemExit("error: input is empty")
+    reply = default().diagnose(text, args.lang)
+    if args.json:
+        json.dump(reply, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    else:
+        out.write(reply["text"] + "\n")
+    return 0
+
+
+def _bool(raw: str) -> bool:
+    low = raw.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {raw!r}")
+
+
+_TYPES = {"params_b": float, "gpu_memory_gib": float, "host_ram_gib": float, "batch_size": int, "seq_len": int,
+          "grad_accum": int, "lora_rank": int, "num_gpus": int, "zero_stage": int, "grad_checkpointing": _bool,
+          "packing": _bool}
+
+
+def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
+    inputs = {name: getattr(args, name) for name in INPUTS if getattr(args, name, None) is not None}
+    if inputs.get("config"):
+        inputs["config"] = _read(inputs["config"])
+    try:
+        reply = estimate_reply(inputs, args.lang or "en")
+    except EstimateInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(reply, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+        return 0
+    est = reply["estimate"]
+    out.write(f"per GPU: {est['per_gpu_gib']} GiB (allocated {est['allocated_gib']} GiB); host RAM {est['host_ram_gib']} GiB\n")
+    for part, value in est["breakdown"].items():
+        out.write(f"  {part:<12} {value:>8.2f} GiB\n")
+    if est["fits"] is not None:
+        out.write(("fits" if est["fits"] else "does not fit") + f" in {est['gpu_capacity_gib']} GiB\n")
+    for line in est["derivation"]:
+        out.write(f"  · {line}\n")
+    for a in reply["assumptions"]:
+        out.write(f"assumed: {a['text']}\n")
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -> int:
+    """Paste text and finish it with an empty line; /new starts over, /quit leaves."""
+    inp = inp or sys.stdin
+    consultant = default()
+    state = State()
+    lang = args.lang
+    out.write("OOM Doctor — paste a traceback, nvidia-smi output, a config or a sentence; end with an empty line.\n"
+              "OOM Doctor —— 粘贴 traceback、nvidia-smi 输出、配置或一句话描述；以空行结束。\n")
+    buffer: list[str] = []
+    while True:
+        out.write("> " if not buffer else "")
+        out.flush()
+        line = inp.readline()
+        if line == "":
+            if not buffer:
+                return 0
+        elif line.strip() in ("/quit", "/exit"):
+            return 0
+        elif line.strip() == "/new":
+            state, buffer = State(), []
+            continue
+        elif line.strip() != "" or not buffer:
+            if line.strip():
+                buffer.append(line)
+            continue
+        text = "".join(buffer)
+        buffer = []
+        state, reply = consultant.take_turn(state, text, lang)
+        out.write("\n" + reply["text"] + "\n\n")
+        if line == "":
+            return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m oomdoctor", description="Diagnose LLM fine-tuning out-of-memory failures.")
+    sub = top.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("diagnose", help="diagnose a pasted log or config (no questions; assumptions stated)")
+    d.add_argument("file", nargs="?", default="-", help="file to read, or - for standard input")
+    d.add_argument("--json", action="store_true", help="print the reply as JSON")
+    d.add_argument("--lang", choices=LANGUAGES)
+    e = sub.add_parser("estimate", help="estimate memory for a set-up")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--lang", choices=LANGUAGES)
+    for name in INPUTS:
+        flag = "--" + name.replace("_", "-")
+        help_text = "path to a config.json" if name == "config" else f"sets {INPUTS[name]}"
+        e.add_argument(flag, dest=name, type=_TYPES.get(name, str), help=help_text)
+    c = sub.add_parser("chat", help="an interactive consultation in the terminal")
+    c.add_argument("--lang", choices=LANGUAGES)
+    return top
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = parser().parse_args(argv)
+    out = out or sys.stdout
+    handler = {"diagnose": cmd_diagnose, "estimate": cmd_estimate, "chat": cmd_chat}[args.command]
+    return handler(args, out)

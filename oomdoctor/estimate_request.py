@@ -1,0 +1,85 @@
+"""A direct estimate request (REST /estimate, CLI `estimate`): named inputs to facts to a reply."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import knowledge
+from .estimation import apply_whatif, estimate_from
+from .report import estimate_dict
+
+
+class EstimateInputError(ValueError):
+    pass
+
+
+# Input name -> fact name. The names follow what people type on a command line.
+INPUTS = {
+    "model": "model.name", "params_b": "model.params_b", "config": "model.config", "load_dtype": "model.load_dtype",
+    "method": "train.method", "precision": "train.precision", "batch_size": "train.batch_size",
+    "seq_len": "train.seq_len", "grad_accum": "train.grad_accum", "grad_checkpointing": "train.grad_checkpointing",
+    "optimizer": "train.optimizer", "attention": "train.attention", "packing": "train.packing",
+    "objective": "train.objective", "lora_rank": "lora.rank", "lora_targets": "lora.targets",
+    "modules_to_save": "lora.modules_to_save", "gpu": "gpu.name", "gpu_memory_gib": "gpu.memory_gib",
+    "num_gpus": "dist.num_gpus", "strategy": "dist.strategy", "zero_stage": "dist.zero_stage",
+    "offload_optimizer": "dist.offload_optimizer", "offload_param": "dist.offload_param",
+    "host_ram_gib": "host.ram_total_gib",
+}
+
+
+def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
+    from .catalog import resolve_gpu_id, resolve_model_id
+
+    values: dict[str, Any] = {}
+    for key, raw in inputs.items():
+        if raw is None:
+            continue
+        if key not in INPUTS:
+            from .schema import suggest
+            raise EstimateInputError(f"unknown input '{key}'{suggest(key, INPUTS)}")
+        fact = INPUTS[key]
+        spec = kb.facts[fact]
+        value = raw
+        if key == "model":
+            value = resolve_model_id(str(raw))
+            if value is None:
+                raise EstimateInputError(f"unknown model '{raw}': give a catalog name, params_b or a config.json")
+        elif key == "gpu":
+            value = resolve_gpu_id(str(raw))
+            if value is None:
+                raise EstimateInputError(f"unknown GPU '{raw}': give a catalog name or gpu_memory_gib")
+        elif spec.type == "number" and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            value = float(raw)
+        elif spec.type == "list" and isinstance(raw, str):
+            value = [part.strip() for part in raw.split(",") if part.strip()]
+        if not spec.accepts(value):
+            allowed = f" (one of {list(spec.values)})" if spec.values else f" (a {spec.type})"
+            raise EstimateInputError(f"'{key}' = {raw!r} is not valid{allowed}")
+        values[fact] = value
+    return values
+
+
+def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
+    kb = knowledge.default()
+    values = facts_from_inputs(inputs, kb)
+    estimation = estimate_from(values)
+    if estimation is None:
+        raise EstimateInputError("the model is unknown: give 'model', 'params_b' or 'config'")
+    capacity = estimation.setup.gpu_memory_gib if hasattr(estimation.setup, "gpu_memory_gib") else values.get("gpu.memory_gib")
+    whatif = []
+    for remedy in kb.remedies.values():
+        if not remedy.whatif:
+            continue
+        after = estimate_from(apply_whatif(values, remedy.whatif))
+        if after is None or after.result.per_gpu_gib >= estimation.result.per_gpu_gib - 0.01:
+            continue
+        whatif.append({"remedy": remedy.id, "title": remedy.title[lang],
+                       "estimate_after_gib": round(after.result.per_gpu_gib, 2), "fits_after": after.result.fits,
+                       "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]}})
+    whatif.sort(key=lambda w: (not w["fits_after"], w["estimate_after_gib"]))
+    return {
+        "lang": lang,
+        "facts": [{"name": k, "value": v} for k, v in values.items()],
+        "estimate": estimate_dict(estimation, capacity),
+        "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions],
+        "whatif": whatif,
+    }

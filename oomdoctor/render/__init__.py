@@ -1,0 +1,1 @@
+"""Renderers turn a reply dict into what a channel shows."""

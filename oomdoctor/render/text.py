@@ -1,0 +1,105 @@
+"""Plain text (Markdown-friendly) for the CLI, the chat API and fallbacks."""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ..knowledge import KnowledgeBase
+from ..templating import show
+
+BAR_WIDTH = 30
+
+
+def bar(value: float, capacity: float, width: int = BAR_WIDTH) -> str:
+    if capacity <= 0:
+        return ""
+    filled = min(width, round(width * value / capacity))
+    return "█" * filled + "·" * (width - filled)
+
+
+def change_text(change: dict[str, Any]) -> str:
+    """A remedy's change as the snippet a user pastes."""
+    parts = []
+    for key, body in change.items():
+        if key == "code" or key == "shell" or key == "launch":
+            parts.append(body.rstrip())
+        elif key == "note":
+            parts.append(f"# {body}")
+        elif key == "env":
+            parts.extend(f"export {k}={v}" for k, v in body.items())
+        elif key == "training_args":
+            args = ", ".join(f"{k}={v!r}" for k, v in body.items())
+            parts.append(f"TrainingArguments(..., {args})")
+        else:
+            parts.append(f"# {key}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True).rstrip())
+    return "\n".join(parts)
+
+
+def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
+    lang = reply["lang"]
+    t = lambda key, **kw: kb.text(key, lang, **kw)  # noqa: E731
+    lines: list[str] = []
+    if reply["questions"]:
+        q = reply["questions"][0]
+        if reply["diagnoses"]:
+            top = reply["diagnoses"][0]
+            lines.append(f"{t('report.kind')}: {t('kind.' + reply['oom_kind'])} — {top['title']}")
+        lines.append(f"{t('report.question')}: {q['text']}")
+        lines.append(f"({t('report.why')}: {q['why']})")
+        if q["options"]:
+            lines.append(f"{t('report.options')}: " + " / ".join(o["label"] for o in q["options"]))
+        lines.append(t("report.answer_hint"))
+        return "\n".join(lines)
+    lines.append(f"# {t('report.title')}")
+    lines.append(f"{t('report.kind')}: {t('kind.' + reply['oom_kind'])}")
+    lines.append("")
+    lines.append(f"## {t('report.diagnoses')}")
+    if not reply["diagnoses"]:
+        lines.append(t("report.no_diagnosis"))
+    for d in reply["diagnoses"][:3]:
+        lines.append(f"- {d['title']} ({t('report.confidence')} {d['confidence']:.0%})")
+        for why in d["why"]:
+            lines.append(f"  - {why}")
+    est = reply["estimate"]
+    lines.append("")
+    lines.append(f"## {t('report.estimate')}")
+    if est is None:
+        lines.append(t("report.no_estimate"))
+    else:
+        capacity = est["gpu_capacity_gib"] or est["per_gpu_gib"]
+        for part in ("weights", "gradients", "optimizer", "activations", "logits", "overhead"):
+            value = est["breakdown"][part]
+            lines.append(f"  {t('part.' + part):<24} {value:>8.2f} GiB  {bar(value, capacity)}")
+        verdict = ""
+        if est["fits"] is not None:
+            verdict = " — " + (t("report.fits") if est["fits"] else t("report.does_not_fit"))
+        lines.append(f"  {t('report.per_gpu', value=show(est['per_gpu_gib']))}"
+                     + (f" / {t('report.capacity', value=show(est['gpu_capacity_gib']))}" if est["gpu_capacity_gib"] else "")
+                     + verdict)
+        lines.append(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}")
+    if reply["remedies"]:
+        lines.append("")
+        lines.append(f"## {t('report.remedies')}")
+        for i, r in enumerate(reply["remedies"], 1):
+            after = f" — {t('report.after', value=show(r['estimate_after_gib']))}" if r["estimate_after_gib"] is not None else ""
+            lines.append(f"{i}. {r['title']}{after}")
+            lines.append(f"   {r['effect']}")
+            lines.append(f"   {t('report.cost')}: {r['cost']['speed']}; {r['cost']['quality']}")
+            snippet = change_text(r["change"])
+            lines.extend("   | " + line for line in snippet.splitlines())
+    if reply["diagnoses"]:
+        lines.append("")
+        lines.append(f"## {t('report.verify')}")
+        for d in reply["diagnoses"][:2]:
+            lines.append(f"- {d['verify']}")
+    if reply["claims"]:
+        lines.append("")
+        lines.append(f"## {t('report.claims')}")
+        for c in reply["claims"]:
+            lines.append(f"- “{c['claim']}” → {c['truth']}")
+    if reply["assumptions"]:
+        lines.append("")
+        lines.append(f"## {t('report.assumptions')}")
+        lines.extend(f"- {a['text']}" for a in reply["assumptions"])
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""The reply as data: what every channel renders, in the user's language."""
+from __future__ import annotations
+
+from typing import Any, TYPE_CHECKING
+
+from . import diagnosis as diagnosis_mod
+from . import prescription
+from .estimation import estimate_from
+from .knowledge import KnowledgeBase, Question
+from .templating import fill
+
+if TYPE_CHECKING:
+    from .consultation import Evaluation, State
+
+PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 2)
+
+
+def estimate_dict(estimation, capacity: float | None) -> dict[str, Any] | None:
+    if estimation is None:
+        return None
+    raw = estimation.result.as_dict()
+    out = {
+        "per_gpu_gib": _round(raw["per_gpu_gib"]),
+        "allocated_gib": _round(raw.get("allocated_gib")),
+        "host_ram_gib": _round(raw["host_ram_gib"]),
+        "breakdown": {part: _round(raw["breakdown"].get(part, 0.0)) for part in PARTS},
+        "gpu_capacity_gib": _round(capacity),
+        "fits": raw.get("fits"),
+        "headroom_gib": _round(raw.get("headroom_gib")),
+        "peak_moment": raw.get("peak_moment"),
+        "total_params": raw.get("total_params"),
+        "trainable_params": raw.get("trainable_params"),
+        "derivation": raw.get("derivation", []),
+    }
+    return out
+
+
+def question_dict(question: Question, lang: str) -> dict[str, Any]:
+    return {
+        "id": question.id,
+        "fact": question.fact,
+        "text": question.text[lang],
+        "why": question.why[lang],
+        "answer_type": question.answer,
+        "options": [{"value": o["value"], "label": o["label"][lang]} for o in question.options],
+    }
+
+
+def _assumptions(evaluation, state, kb: KnowledgeBase, lang: str) -> list[dict[str, Any]]:
+    out = []
+    if evaluation.estimation is not None:
+        for a in evaluation.estimation.assumptions:
+            out.append({"fact": a.fact, "value": a.value, "text": a.text[lang]})
+    for fact in state.unknown:
+        label = kb.facts[fact].text[lang] if fact in kb.facts else fact
+        out.append({"fact": fact, "value": None, "text": kb.text("assume.unknown", lang, fact=label)})
+    return out
+
+
+def _claims(kb: KnowledgeBase, values: dict[str, Any], lang: str) -> list[dict[str, Any]]:
+    """Common figures that concern this set-up, each checked against a live estimate."""
+    out = []
+    for claim in kb.claims.values():
+        if values.get("model.name") != claim.setup.get("model.name"):
+            continue
+        if values.get("train.method") not in (None, claim.setup.get("train.method")):
+            continue
+        checked = estimate_from(dict(claim.setup))
+        figure = _round(checked.result.per_gpu_gib) if checked else None
+        out.append({"id": claim.id, "claim": claim.claim[lang],
+                    "truth": fill(claim.truth[lang], {"per_gpu_gib": figure}.get), "sources": list(claim.sources)})
+    return out
+
+
+def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question: Question | None, lang: str,
+          notes: list[str]) -> dict[str, Any]:
+    memory = evaluation.memory
+    values = {f.name: f.value for f in memory}
+    diagnoses = []
+    for d in evaluation.diagnoses[:5]:
+        scenario = kb.scenarios[d.scenario]
+        diagnoses.append({
+            "id": d.scenario,
+            "title": scenario.title[lang],
+            "summary": scenario.summary[lang],
+            "confidence": d.confidence,
+            "oom_kind": scenario.oom_kind,
+            "why": diagnosis_mod.reasons(d, evaluation.result, lang),
+            "verify": scenario.verify[lang],
+            "trace": diagnosis_mod.traces(d, evaluation.result),
+        })
+    remedies = []
+    if question is None:
+        for p in prescription.rank(evaluation.diagnoses, evaluation.result, kb, values, evaluation.estimation):
+            remedy = kb.remedies[p.remedy]
+            remedies.append({
+                "id": p.remedy,
+                "title": remedy.title[lang],
+                "effect": remedy.effect[lang],
+                "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]},
+                "estimate_after_gib": _round(p.after.result.per_gpu_gib) if p.after else None,
+                "fits_after": p.after.result.fits if p.after else None,
+                "breakdown_after": estimate_dict(p.after, values.get("gpu.memory_gib"))["breakdown"] if p.after else None,
+                "change": prescription.change_for(p, kb, lang),
+                "sources": list(remedy.sources),
+            })
+    reply = {
+        "status": "question" if question is not None else "report",
+        "lang": lang,
+        "oom_kind": diagnosis_mod.oom_kind(evaluation.result),
+        "facts": [f.as_dict() for f in memory],
+        "diagnoses": diagnoses,
+        "questions": [question_dict(question, lang)] if question is not None else [],
+        "estimate": estimate_dict(evaluation.estimation, values.get("gpu.memory_gib")),
+        "remedies": remedies,
+        "assumptions": _assumptions(evaluation, state, kb, lang),
+        "claims": _claims(kb, values, lang) if question is None else [],
+        "notes": notes,
+    }
+    from .render import text as render_text
+    reply["text"] = render_text.render(reply, kb)
+    return reply

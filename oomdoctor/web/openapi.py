@@ -1,0 +1,76 @@
+"""The OpenAPI document for the REST API, built once from small schema pieces."""
+from __future__ import annotations
+
+import functools
+
+from ..estimate_request import INPUTS
+
+_MESSAGE = {
+    "type": "object",
+    "required": ["message"],
+    "additionalProperties": False,
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "A traceback, tool output, a config or a sentence."},
+        "lang": {"type": "string", "enum": ["en", "zh"], "description": "Reply language; default: the message's."},
+    },
+}
+_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}}
+_REPLY = {
+    "type": "object",
+    "required": ["status", "lang", "oom_kind", "facts", "diagnoses", "questions", "estimate", "remedies", "assumptions"],
+    "properties": {
+        "status": {"type": "string", "enum": ["question", "report"]},
+        "lang": {"type": "string", "enum": ["en", "zh"]},
+        "oom_kind": {"type": "string", "enum": ["gpu", "host", "not_memory", "unknown"]},
+        "facts": {"type": "array", "items": {"type": "object"}},
+        "diagnoses": {"type": "array", "items": {"type": "object", "required": ["id", "title", "confidence", "why"]}},
+        "questions": {"type": "array", "items": {"type": "object", "required": ["id", "text", "why", "options"]}},
+        "estimate": {"type": ["object", "null"]},
+        "remedies": {"type": "array", "items": {"type": "object", "required": ["id", "title", "estimate_after_gib", "change"]}},
+        "assumptions": {"type": "array", "items": {"type": "object"}},
+        "text": {"type": "string"},
+    },
+}
+
+
+def _errors(*codes: int) -> dict:
+    return {str(c): {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}} for c in codes}
+
+
+def _json(schema_ref: str, description: str = "ok") -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+@functools.lru_cache(maxsize=1)
+def document() -> dict:
+    message_body = {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}}}
+    cid = [{"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}}]
+    estimate_props = {name: {} for name in INPUTS}
+    estimate_props["lang"] = {"type": "string", "enum": ["en", "zh"]}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "OOM Doctor", "version": "1.0.0",
+                 "description": "Diagnoses out-of-memory failures in LLM fine-tuning and estimates memory."},
+        "paths": {
+            "/healthz": {"get": {"responses": {"200": {"description": "ok"}}}},
+            "/api/v1/consultations": {"post": {"requestBody": message_body,
+                                                "responses": {"201": _json("Consultation", "created"), **_errors(400, 413, 415)}}},
+            "/api/v1/consultations/{cid}": {
+                "get": {"parameters": cid, "responses": {"200": {"description": "transcript and state"}, **_errors(404)}},
+                "delete": {"parameters": cid, "responses": {"204": {"description": "deleted"}, **_errors(404)}},
+            },
+            "/api/v1/consultations/{cid}/messages": {"post": {"parameters": cid, "requestBody": message_body,
+                                                              "responses": {"200": _json("Consultation"), **_errors(400, 404, 413, 415)}}},
+            "/api/v1/diagnose": {"post": {"requestBody": message_body, "responses": {"200": _json("Reply"), **_errors(400, 413, 415)}}},
+            "/api/v1/estimate": {"post": {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "properties": estimate_props}}}},
+                "responses": {"200": {"description": "estimate"}, **_errors(400, 415)}}},
+        },
+        "components": {"schemas": {
+            "Message": _MESSAGE,
+            "Error": _ERROR,
+            "Reply": _REPLY,
+            "Consultation": {"type": "object", "required": ["id", "reply"],
+                             "properties": {"id": {"type": "string"}, "reply": {"$ref": "#/components/schemas/Reply"}}},
+        }},
+    }
