@@ -314,7 +314,7 @@ def _load_claims(path: Path, facts: dict[str, FactSpec]) -> dict[str, Claim]:
     return out
 
 
-READS = ("integer", "number", "boolean", "string", "list")
+READS = ("integer", "number", "boolean", "string", "list", "present")
 
 
 def _load_settings(path: Path, facts: dict[str, FactSpec]) -> list[dict]:

@@ -63,6 +63,7 @@ NOISE = frozenset({
     "bit", "bits", "unsloth", "mlx", "community", "the", "and", "a", "an", "of", "for", "with",
     "safetensors", "pytorch", "torch", "quantized", "merged", "full", "weights",
 })
+_SUFFIX_NOISE = frozenset({"instruct", "chat", "hf", "base", "it", "pt", "sft", "dpo", "rlhf"})
 _SIZE_RE = re.compile(r"^(?:\d+x)?\d+(?:\.\d+)?[bm]$|^a\d+(?:\.\d+)?b$")
 _VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
 
@@ -244,7 +245,7 @@ def find_models_in_text(text: str, models: dict[str, ModelShape] | None = None) 
         start, end = toks[i].start, toks[i + width - 1].end
         # extend over trailing noise such as -Instruct / -hf so the reported text is the whole name
         j = i + width
-        while j < n and toks[j].text in NOISE and toks[j].start - end <= 1:
+        while j < n and toks[j].text in _SUFFIX_NOISE and text[end:toks[j].start] in ("-", "_", "."):
             end = toks[j].end
             j += 1
         out.append(ModelMention(shape, text[start:end], start, end, alias))

@@ -31,6 +31,7 @@ __all__ = [
     "get_gpu",
     "all_gpus",
     "resolve_gpu",
+    "resolve_gpu_scored",
     "find_gpus_in_text",
     "parse_nvidia_smi_name",
     "parse_nvidia_smi",
@@ -174,6 +175,7 @@ _NOISE = frozenset({
     "instinct", "intel", "apple", "the", "a", "an", "on", "with", "x", "and", "of", "vram", "memory",
     "mem", "dgx", "hgx", "laptop", "mobile", "desktop", "founders", "edition", "fe", "oc",
 })
+_VENDOR_WORDS = frozenset({"nvidia", "geforce", "tesla", "quadro", "rtx", "gtx", "amd", "instinct", "intel", "apple"})
 _FORM = {"sxm": "sxm", "sxm2": "sxm", "sxm4": "sxm", "sxm5": "sxm", "pcie": "pcie", "pci": "pcie"}
 _SUFFIXES = ("super", "ti", "tis", "d")
 
@@ -286,16 +288,21 @@ def _match_key(idx: _GpuIndex, key: tuple[frozenset[str], frozenset[str], int | 
     if len(distinct) == 1:
         _, g, name = next(iter(distinct.values()))
         return g, 95.0, name
-    defaults = [c for c in distinct.values() if c[1].default]
+    defaults = sorted((c for c in distinct.values() if c[1].default), key=lambda c: -c[1].memory_mib)
     if defaults:
-        _, g, name = defaults[0]
+        _, g, name = defaults[0]  # several defaults (A100 40/80 GB SXM): the larger, more common today
         same_memory = len({c[1].memory_mib for c in distinct.values()}) == 1
         return g, 90.0 if same_memory else 75.0, name
     _, g, name = sorted(distinct.values(), key=lambda c: c[1].id)[0]
     return g, 70.0, name
 
 
-def resolve_gpu(text: str, gpus: dict[str, GPU] | None = None) -> tuple[GPU | None, float, str]:
+def resolve_gpu(text: str, gpus: dict[str, GPU] | None = None) -> GPU | None:
+    """The catalog GPU a name (typed, or an ``nvidia-smi`` line) refers to, or ``None``."""
+    return resolve_gpu_scored(text, gpus)[0]
+
+
+def resolve_gpu_scored(text: str, gpus: dict[str, GPU] | None = None) -> tuple[GPU | None, float, str]:
     """``(gpu, score, matched name)``.  100 = exact name, 95 = unique, 90/75 = a default
     variant was assumed (75 when the variants differ in memory, e.g. a bare "A100")."""
     if not isinstance(text, str) or not text.strip():
@@ -303,9 +310,10 @@ def resolve_gpu(text: str, gpus: dict[str, GPU] | None = None) -> tuple[GPU | No
     smi = parse_nvidia_smi_name(text)
     name = smi if smi else text
     idx = _gindex(gpus)
-    hit = _match_key(idx, _key(_gpu_tokens(name)))
-    if hit[0] is not None:
-        return hit
+    key = _key(_gpu_tokens(name))
+    hit = _match_key(idx, key)
+    if hit[0] is not None or key[0] in idx.by_core:
+        return hit  # found, or the card is known but the stated memory does not exist
     mentions = find_gpus_in_text(text, gpus)
     if mentions:
         m = mentions[0]
@@ -325,7 +333,8 @@ class GpuMention:
 
 
 _COUNT_BEFORE_RE = re.compile(r"(\d{1,3})\s*(?:x|×|\*)\s*$", re.IGNORECASE)
-_COUNT_CARDS_RE = re.compile(r"(\d{1,3})\s*(?:张|块|卡)\s*$")
+_COUNT_CARDS_RE = re.compile(r"(\d{1,3}|[一二两三四五六七八九十])\s*(?:张|块|卡|台)\s*$")
+_CN_NUM = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 
 
 def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window: int = 5) -> list[GpuMention]:
@@ -356,12 +365,25 @@ def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window:
             i += 1
             continue
         width, g, score, alias = found
+        nxt = i + width
+        if (nxt < n and _MEM_RE.match(toks[nxt].text) and toks[nxt].start - toks[nxt - 1].end <= 3):
+            # "4060 Ti 8GB": a size right after the name must agree with the card
+            g2, score2, alias2 = _match_key(idx, _key(t.text for t in toks[i:nxt + 1]))
+            if g2 is None:
+                i = nxt + 1
+                continue
+            g, score, alias, width = g2, score2, alias2, width + 1
         start, end = toks[i].start, toks[i + width - 1].end
+        j = i - 1  # include leading vendor words ("NVIDIA GeForce RTX") in the reported text
+        while j >= 0 and toks[j].text in _VENDOR_WORDS and toks[j + 1].start - toks[j].end <= 1:
+            start = toks[j].start
+            j -= 1
         prefix = text[max(0, start - 12):start]
         count = 1
         m = _COUNT_BEFORE_RE.search(prefix) or _COUNT_CARDS_RE.search(prefix)
         if m:
-            count = int(m.group(1))
+            c = m.group(1)
+            count = int(c) if c.isdigit() else _CN_NUM.get(c, 1)
         out.append(GpuMention(g, text[start:end], start, end, alias, score, count))
         i += width
     return out
@@ -410,7 +432,7 @@ def parse_nvidia_smi(text: str, gpus: dict[str, GPU] | None = None) -> list[SmiG
             if mm:
                 used, total = int(mm.group(1)), int(mm.group(2))
                 break
-        g = resolve_gpu(name, gpus)[0] if not name.endswith("...") else None
+        g = resolve_gpu(name, gpus) if not name.endswith("...") else None
         if g is None and total:
             # truncated names ("NVIDIA GeForce ...") : fall back to a unique card with this nvidia-smi total
             same = [x for x in (gpus or load_gpus()).values()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = [
@@ -344,6 +344,14 @@ class ModelShape:
 
 
 # ---------------------------------------------------------------------- config parsing
+# transformers' Gemma3TextConfig defaults (checked against transformers 5.24).
+_GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "tie_word_embeddings": True,
+}
+
+
 def _req(cfg: Mapping[str, Any], *keys: str, where: str = "") -> Any:
     for k in keys:
         if k in cfg and cfg[k] is not None:
@@ -369,6 +377,10 @@ def _from_hf_config(config: Mapping[str, Any], id: str | None) -> ModelShape:
             raise ShapeError("gemma3 config.json without a 'text_config' block")
         cfg = dict(config["text_config"])
         mt = "gemma3_text"
+    if mt == "gemma3_text":
+        # Gemma 3 config.json files leave out keys that equal Gemma3TextConfig's defaults
+        # (e.g. vocab_size in gemma-3-27b-it's text_config); fill them in the same way.
+        cfg = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
     if mt.lower() == "yi":
         mt = "llama"
     if mt not in _TYPE_DEFAULTS:

@@ -16,7 +16,8 @@ PRODUCES: set[str] = set()  # from knowledge/settings.yaml, see produced_facts()
 
 _VALUE = r"""(\[[^\]\n]{0,400}\]|"[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s,;)}\]'"]{1,200})"""
 _ASSIGN = re.compile(r"""(?<![\w.-])["']?([A-Za-z_][A-Za-z0-9_]{0,60})["']?[ \t]{0,4}[:=][ \t]{0,4}""" + _VALUE)
-_FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_]{0,60})(?:[ \t]{1,4}|=)?" + r"(" + _VALUE[1:-1] + r")?")
+# A flag's value never starts with "--": that is the next flag, and `--bf16` alone means true.
+_FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_]{0,60})(?:(?:[ \t]{1,4}|=)(?!--)" + _VALUE + r")?")
 # A YAML key whose value is an indented list on the next lines.
 _BLOCK = re.compile(r"^([ \t]{0,8})([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*\n((?:\1[ \t]{0,4}-[ \t]{1,4}[^\n]{1,120}\n?){1,64})", re.MULTILINE)
 
@@ -58,6 +59,8 @@ def read(spec: Any, raw: str) -> Any:
         return True if low in _TRUE else False if low in _FALSE else None
     if spec == "string":
         return text or None
+    if spec == "present":
+        return low not in ("none", "null", "")
     if spec == "list":
         return _as_list(raw) or None
     if isinstance(spec, dict):
@@ -103,9 +106,7 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
     for m in _ASSIGN.finditer(text):
         matches.append((m.start(), m.group(1), m.group(2), m.end()))
     for m in _FLAG.finditer(text):
-        value = m.group(2)
-        if value is None or value.startswith("--"):
-            value = "true"
+        value = m.group(2) if m.group(2) is not None else "true"
         matches.append((m.start(), m.group(1), value, m.end()))
     for m in _BLOCK.finditer(text):
         items = [line.strip()[1:].strip() for line in m.group(3).splitlines() if line.strip()]

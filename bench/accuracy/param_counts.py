@@ -1,0 +1,127 @@
+"""Reference parameter counts for every catalog model, from transformers itself.
+
+Builds each knowledge/models.yaml entry with ``AutoModelForCausalLM.from_config``
+on the meta device (no weights, no downloads, no network), counts its parameters
+and writes ``bench/accuracy/data/param_counts.json``; prints catalog vs
+transformers.  tests/test_catalog.py compares the catalog against that file.
+
+Remote-code architectures are counted with the transformers class whose
+parameter layout is identical (see ``tf_config``):
+  * chatglm (ChatGLM3-6B): GlmForCausalLM -- query_key_value == q/k/v_proj with
+    bias, dense == o_proj (no bias), dense_h_to_4h == gate_up_proj, RMSNorms,
+    untied output_layer.
+  * baichuan (Baichuan2): LlamaForCausalLM -- W_pack == q/k/v_proj (no bias),
+    NormHead == lm_head weight.
+  * internlm2 (InternLM2.5): LlamaForCausalLM -- wqkv == q/k/v_proj, wo ==
+    o_proj, w1/w3/w2 == gate/up/down_proj.
+
+Usage: bench/accuracy/.venv/bin/python bench/accuracy/param_counts.py [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "bench" / "accuracy" / "data" / "param_counts.json"
+
+from oomdoctor.catalog import ModelShape, load_models  # noqa: E402
+
+# remote-code model types -> transformers model type with the same parameter layout
+SUBSTITUTES = {"chatglm": "glm", "baichuan": "llama", "internlm2": "llama"}
+
+
+def tf_config(shape: ModelShape) -> tuple[str, dict]:
+    """(transformers model_type, config kwargs) that rebuild this shape."""
+    mt = shape.model_type
+    if mt in SUBSTITUTES:
+        target = SUBSTITUTES[mt]
+        kw = dict(
+            num_hidden_layers=shape.layers, hidden_size=shape.hidden, num_attention_heads=shape.heads,
+            num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim, intermediate_size=shape.intermediate,
+            vocab_size=shape.vocab, tie_word_embeddings=shape.tied_embeddings,
+            attention_bias=shape.attention_bias, max_position_embeddings=shape.max_position or 4096,
+        )
+        if target == "llama":
+            if shape.attention_bias != shape.o_bias:
+                raise ValueError(f"{shape.id}: LlamaConfig cannot express q/k/v bias without o bias")
+            kw["mlp_bias"] = shape.mlp_bias
+        return target, kw
+    cfg = shape.to_hf_config()
+    mt = cfg.pop("model_type")
+    if not cfg.get("max_position_embeddings"):
+        cfg["max_position_embeddings"] = 4096
+    return mt, cfg
+
+
+def count(shape: ModelShape):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    mt, kw = tf_config(shape)
+    kw.setdefault("pad_token_id", None)
+    config = AutoConfig.for_model(mt, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    n = sum(p.numel() for p in model.parameters())  # tied weights are yielded once
+    return n, type(model).__name__, mt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only compare, do not write the JSON file")
+    ap.add_argument("--only", nargs="*", help="catalog ids to count")
+    args = ap.parse_args(argv)
+
+    import torch
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    models = load_models()
+    ids = args.only or list(models)
+    results = {}
+    mismatches = 0
+    print(f"{'model':34} {'catalog':>17} {'transformers':>17}  class")
+    for mid in ids:
+        shape = models[mid]
+        n, cls, mt = count(shape)
+        ours = shape.param_count()
+        flag = "" if n == ours else f"   MISMATCH ({ours - n:+,})"
+        mismatches += bool(flag)
+        print(f"{mid:34} {ours:>17,} {n:>17,}  {cls}{flag}")
+        results[mid] = {
+            "count": n,
+            "class": cls,
+            "transformers_model_type": mt,
+            "catalog_model_type": shape.model_type,
+            "substitute": mt != shape.model_type,
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+        }
+    if not args.check:
+        data = {
+            "generated_by": "bench/accuracy/param_counts.py",
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "models": dict(sorted(results.items())) if not args.only else results,
+        }
+        if args.only and OUT.exists():
+            old = json.loads(OUT.read_text())
+            old["models"].update(results)
+            data["models"] = dict(sorted(old["models"].items()))
+        OUT.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        print(f"wrote {OUT.relative_to(ROOT)}")
+    print(f"{len(ids)} models, {mismatches} mismatches")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""What the estimator reads from a model shape, and which tensor each linear layer reads.
+
+The shape comes from ``oomdoctor.catalog`` (``ModelShape``) but only this
+protocol is used, so any object with these attributes works: ``layers``,
+``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``vocab``,
+``tied_embeddings``, optional MoE fields (``experts``, ``experts_active``,
+``moe_intermediate``, ``shared_expert_intermediate``), ``param_count()``,
+``embedding_params()``, ``lm_head_params()``, ``norm_params()`` and
+``linear_layers()`` returning objects with ``name, d_in, d_out, count, bias``
+(and optionally ``kind``).
+
+A linear layer's memory during training depends on the tensor it reads: the
+query/key/value projections share the first norm's output, the output
+projection reads the attention output, gate/up share the second norm's output
+and down reads the SwiGLU product.  ``role`` names those four inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+ATTN_IN, ATTN_OUT, MLP_IN, MLP_OUT, ROUTER = "attn_in", "attn_out", "mlp_in", "mlp_out", "router"
+
+# HF module names of projections that read the attention output / the MLP's inner product.
+ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj"}
+MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2"}
+ATTN_NAMES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn",
+              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"} | ATTN_OUT_NAMES
+EXPERT_KINDS = {"expert"}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One linear layer kind as the estimator sees it."""
+
+    name: str
+    d_in: int
+    d_out: int
+    count: int          # instances in the whole model
+    bias: bool
+    role: str
+    expert: bool
+
+    @property
+    def weights(self) -> int:
+        return self.d_in * self.d_out * self.count
+
+    @property
+    def params(self) -> int:
+        return (self.d_in * self.d_out + (self.d_out if self.bias else 0)) * self.count
+
+
+@dataclass(frozen=True)
+class Dims:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    q_dim: int
+    kv_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    experts: int
+    experts_active: int
+    moe_intermediate: int
+    shared_intermediate: int
+    moe_layers: int
+    norms_per_layer: int
+    qk_norm: bool
+
+
+def dims(shape: Any) -> Dims:
+    heads, head_dim = shape.heads, shape.head_dim
+    kv_heads = getattr(shape, "kv_heads", heads) or heads
+    experts = getattr(shape, "experts", 0) or 0
+    moe_layers = getattr(shape, "n_moe_layers", None)
+    if moe_layers is None:
+        moe_layers = shape.layers if experts else 0
+    return Dims(
+        layers=shape.layers, hidden=shape.hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+        q_dim=getattr(shape, "q_dim", heads * head_dim), kv_dim=getattr(shape, "kv_dim", kv_heads * head_dim),
+        intermediate=shape.intermediate, vocab=shape.vocab, tied=bool(getattr(shape, "tied_embeddings", False)),
+        experts=experts, experts_active=getattr(shape, "experts_active", 0) or 0,
+        moe_intermediate=getattr(shape, "moe_intermediate", 0) or shape.intermediate,
+        shared_intermediate=getattr(shape, "shared_expert_intermediate", 0) or 0,
+        moe_layers=moe_layers, norms_per_layer=getattr(shape, "norms_per_layer", 2) or 2,
+        qk_norm=bool(getattr(shape, "qk_norm", False)),
+    )
+
+
+def _role(name: str, kind: str | None, d_in: int, hidden: int) -> str:
+    if kind == "router":
+        return ROUTER
+    attention = kind == "attn" if kind else name in ATTN_NAMES
+    if attention:
+        return ATTN_OUT if name in ATTN_OUT_NAMES else ATTN_IN
+    if name in MLP_OUT_NAMES or d_in != hidden:
+        return MLP_OUT
+    return MLP_IN
+
+
+def blocks(shape: Any) -> list[Block]:
+    hidden = shape.hidden
+    out = []
+    for lin in shape.linear_layers():
+        kind = getattr(lin, "kind", None)
+        out.append(Block(lin.name, lin.d_in, lin.d_out, lin.count, bool(getattr(lin, "bias", False)),
+                         _role(lin.name, kind, lin.d_in, hidden), kind in EXPERT_KINDS))
+    return out
+
+
+def total_params(shape: Any) -> int:
+    return int(shape.param_count())
+
+
+def linear_weights(shape: Any) -> int:
+    """Weights of every linear layer but lm_head: what bitsandbytes quantises."""
+    return sum(b.weights for b in blocks(shape))
+
+
+def layer_params(shape: Any) -> int:
+    """Parameters of one decoder layer (norms included), averaged over layers."""
+    final_norm = shape.hidden
+    return (sum(b.params for b in blocks(shape)) + shape.norm_params() - final_norm) // shape.layers
+
+
+def all_linear_names(shape: Any) -> list[str]:
+    """What peft's ``target_modules="all-linear"`` selects: every linear but the output layer."""
+    names: list[str] = []
+    for b in blocks(shape):
+        if b.name not in names:
+            names.append(b.name)
+    return names
+
+
+def resolve_targets(shape: Any, targets: Iterable[str]) -> tuple[set[str], list[str]]:
+    """LoRA target names present in the model, and the requested ones it lacks."""
+    targets = list(targets)
+    known = all_linear_names(shape)
+    if any(t == "all-linear" for t in targets):
+        return set(known), []
+    # peft matches a target as the final component of a module's dotted name.
+    wanted = {t.split(".")[-1] for t in targets}
+    return wanted & set(known), sorted(wanted - set(known))

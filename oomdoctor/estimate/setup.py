@@ -1,0 +1,101 @@
+"""A training set-up: what the estimator needs to know about one fine-tuning job."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+METHODS = ("full", "lora", "qlora", "freeze")
+LOAD_DTYPES = ("fp32", "bf16", "fp16", "int8", "nf4", "fp4")
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "adafactor",
+              "sgd", "sgd_momentum", "lion", "lion_8bit")
+ATTENTIONS = ("eager", "sdpa", "flash")
+STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
+OFFLOADS = ("none", "cpu", "nvme")
+OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
+QUANTIZED = ("int8", "nf4", "fp4")
+ALL_LINEAR = "all-linear"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One fine-tuning job.  ``model`` is a shape object (see ``anatomy``).
+
+    The fields after ``host_ram_gib`` are details a user rarely states; their
+    defaults are the common recipes' values and each is reported as an
+    assumption when it changes a figure.
+    """
+
+    model: Any
+    method: str = "lora"
+    load_dtype: str = "bf16"
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    batch_size: int = 1
+    seq_len: int = 2048
+    grad_accum: int = 1
+    grad_checkpointing: bool = False
+    attention: str = "sdpa"
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    modules_to_save: tuple[str, ...] = ()
+    freeze_trainable_layers: int = 2
+    num_gpus: int = 1
+    strategy: str = "single"
+    zero_stage: int = 0
+    offload_optimizer: str = "none"
+    offload_param: str = "none"
+    objective: str = "sft"
+    packing: bool = False
+    gpu_memory_gib: float | None = None
+    host_ram_gib: float | None = None
+    # Details with recipe defaults.
+    lora_dropout: float = 0.05          # TRL / axolotl examples; peft's own default is 0.0
+    adapter_fp32: bool = True           # peft `autocast_adapter_dtype=True` (default since 0.12)
+    double_quant: bool = True           # QLoRA recipe; transformers' BitsAndBytesConfig defaults to False
+    kbit_fp32_upcast: bool = False      # peft `prepare_model_for_kbit_training` upcasts non-quantised params
+    eval_batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
+                              ("optimizer", OPTIMIZERS), ("attention", ATTENTIONS), ("strategy", STRATEGIES),
+                              ("offload_optimizer", OFFLOADS), ("offload_param", OFFLOADS),
+                              ("objective", OBJECTIVES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        for name in ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 <= self.zero_stage <= 3:
+            raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage!r}")
+        if self.freeze_trainable_layers < 0:
+            raise ValueError("freeze_trainable_layers must be >= 0")
+        if self.method in ("full", "freeze") and self.load_dtype in QUANTIZED:
+            raise ValueError(f"{self.method} fine-tuning cannot update {self.load_dtype} weights: "
+                             "bitsandbytes' quantised weights are frozen; use qlora")
+        if isinstance(self.lora_targets, str) or isinstance(self.modules_to_save, str):
+            raise ValueError("lora_targets and modules_to_save are tuples of module names")
+
+    # ------------------------------------------------------------ derived views
+    @property
+    def adapters(self) -> bool:
+        return self.method in ("lora", "qlora")
+
+    @property
+    def quantized(self) -> bool:
+        return self.load_dtype in QUANTIZED
+
+    @property
+    def ranks(self) -> int:
+        """Data-parallel ranks: model parallelism splits one replica instead."""
+        return 1 if self.strategy == "model_parallel" else self.num_gpus
+
+    @property
+    def tokens(self) -> int:
+        """Tokens in one micro-batch of one rank, before the objective's extra rows."""
+        return self.batch_size * self.seq_len
+
+    def replace(self, **changes: Any) -> "Setup":
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,161 @@
+"""Which parameters are trained, how many, and in which dtype.
+
+Gradients and optimizer states exist only for these, and in their dtype, so
+the rest of the memory model starts here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import anatomy
+from .dtypes import FLOAT_BYTES
+from .setup import Setup
+
+EMBEDDING_NAMES = {"embed_tokens", "wte", "embed_in", "tok_embeddings", "word_embeddings", "embedding"}
+LM_HEAD_NAMES = {"lm_head", "embed_out", "output"}
+
+
+@dataclass(frozen=True)
+class Tensors:
+    """Trainable tensors of one dtype: ``(rows, cols, count)``, ``cols == 0`` for a vector."""
+
+    name: str
+    dtype_bytes: int
+    shapes: tuple[tuple[int, int, int], ...]
+
+    @property
+    def params(self) -> int:
+        return sum(r * (c or 1) * n for r, c, n in self.shapes)
+
+    @property
+    def largest(self) -> int:
+        return max((r * (c or 1) for r, c, n in self.shapes if n), default=0)
+
+
+@dataclass(frozen=True)
+class Trainable:
+    groups: tuple[Tensors, ...]
+    lines: tuple[str, ...]
+    missing_targets: tuple[str, ...] = ()
+    # Extra resident copies that peft adds for modules_to_save (the originals stay frozen).
+    copies: int = 0
+    copies_bytes: float = 0.0
+
+    @property
+    def params(self) -> int:
+        return sum(g.params for g in self.groups)
+
+    @property
+    def bytes(self) -> float:
+        return sum(g.params * g.dtype_bytes for g in self.groups)
+
+
+def half_bytes(setup: Setup) -> int:
+    """Bytes of the 16-bit compute dtype (bnb_4bit_compute_dtype / torch_dtype in the recipes)."""
+    return 2
+
+
+def base_float_bytes(setup: Setup) -> int:
+    """Dtype of the model's float (non-quantised) parameters on the GPU.
+
+    DeepSpeed with bf16/fp16 enabled casts the whole module to half precision
+    and keeps fp32 master weights in its optimizer (``DeepSpeedEngine._configure_distributed_model``),
+    so a fp32 load ends up 16-bit there.  Quantised models keep embeddings,
+    norms and lm_head in 16 bits unless peft's ``prepare_model_for_kbit_training``
+    upcast them to fp32.
+    """
+    if setup.quantized:
+        return 4 if setup.kbit_fp32_upcast else half_bytes(setup)
+    if setup.strategy == "deepspeed" and setup.precision in ("bf16", "fp16"):
+        return 2
+    return FLOAT_BYTES[setup.load_dtype]
+
+
+def adapter_bytes(setup: Setup) -> int:
+    """peft >= 0.12 upcasts bf16/fp16 adapter weights to fp32 (``autocast_adapter_dtype=True``,
+    peft ``tuners_utils.cast_adapter_dtype``); DeepSpeed then casts them back to half with a
+    fp32 master copy."""
+    if setup.strategy == "deepspeed" and setup.precision in ("bf16", "fp16"):
+        return 2
+    if setup.adapter_fp32:
+        return 4
+    return base_float_bytes(setup)
+
+
+def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) -> list[tuple[int, int, int]]:
+    out = []
+    for b in anatomy.blocks(shape):
+        count = round(b.count * layers_fraction)
+        out.append((b.d_out, b.d_in, count))
+        if b.bias:
+            out.append((b.d_out, 0, count))
+    d = anatomy.dims(shape)
+    norms_per_layer = (shape.norm_params() - d.hidden) // d.layers
+    if with_ends:
+        out.append((d.vocab, d.hidden, 1))
+        if shape.lm_head_params():
+            out.append((d.vocab, d.hidden, 1))
+        out.append((shape.norm_params(), 0, 1))
+    else:
+        out.append((norms_per_layer, 0, round(d.layers * layers_fraction)))
+    return out
+
+
+def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int, int, int]], list[str]]:
+    d = anatomy.dims(shape)
+    shapes, unknown = [], []
+    by_name = {b.name: b for b in anatomy.blocks(shape)}
+    for name in names:
+        leaf = name.split(".")[-1]
+        if leaf in EMBEDDING_NAMES or leaf in LM_HEAD_NAMES:
+            shapes.append((d.vocab, d.hidden, 1))
+        elif leaf == "score":
+            shapes.append((1, d.hidden, 1))
+        elif leaf in by_name:
+            b = by_name[leaf]
+            shapes.append((b.d_out, b.d_in, b.count))
+        else:
+            unknown.append(name)
+    return shapes, unknown
+
+
+def trainable(setup: Setup) -> Trainable:
+    shape = setup.model
+    d = anatomy.dims(shape)
+    if setup.method == "full":
+        dt = base_float_bytes(setup)
+        group = Tensors("all weights", dt, tuple(_full_shapes(shape)))
+        line = f"trainable: all {group.params:,} parameters (full fine-tuning), {dt} B each"
+        return Trainable((group,), (line,))
+    if setup.method == "freeze":
+        n = min(setup.freeze_trainable_layers, d.layers)
+        dt = base_float_bytes(setup)
+        group = Tensors(f"last {n} layers", dt, tuple(_full_shapes(shape, n / d.layers, with_ends=False)))
+        line = (f"trainable: the last {n} of {d.layers} layers = {group.params:,} parameters "
+                f"(LLaMA-Factory freeze tuning), {dt} B each")
+        return Trainable((group,), (line,))
+    targets, missing = anatomy.resolve_targets(shape, setup.lora_targets)
+    r = setup.lora_rank
+    ab = adapter_bytes(setup)
+    shapes, parts = [], []
+    for b in anatomy.blocks(shape):
+        if b.name in targets:
+            shapes += [(r, b.d_in, b.count), (b.d_out, r, b.count)]
+            parts.append(f"{b.name} {r}·({b.d_in}+{b.d_out})×{b.count}")
+    adapters = Tensors("LoRA adapters", ab, tuple(shapes))
+    lines = [f"trainable: LoRA r={r} on {', '.join(sorted(targets)) or 'no module'}: "
+             f"r·(d_in+d_out) per layer = {' + '.join(parts) or '0'} = {adapters.params:,} parameters, {ab} B each"]
+    groups = [adapters]
+    copies = 0
+    copies_bytes = 0.0
+    if setup.modules_to_save:
+        mts, unknown = _saved_module_shapes(shape, setup.modules_to_save)
+        missing = missing + unknown
+        dt = base_float_bytes(setup)
+        if mts:
+            saved = Tensors("modules_to_save", dt, tuple(mts))
+            groups.append(saved)
+            copies, copies_bytes = saved.params, saved.params * dt
+            lines.append(f"trainable: modules_to_save {', '.join(setup.modules_to_save)} as full trainable copies "
+                         f"(peft ModulesToSaveWrapper) = {saved.params:,} parameters, {dt} B each")
+    return Trainable(tuple(groups), tuple(lines), tuple(missing), copies, copies_bytes)

@@ -1,0 +1,98 @@
+"""Shared fixtures: an app on a temporary database, and a real gunicorn server."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def app(tmp_path):
+    from oomdoctor.web import create_app
+
+    return create_app({"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3")})
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """gunicorn in a subprocess, on a free port, with the project's own config file."""
+
+    def __init__(self, tmp_path: Path, workers: int = 2, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / f"gunicorn-{self.port}.log"
+        self.database = tmp_path / "live.sqlite3"
+        self.env = {**os.environ, "OOMDOCTOR_DATABASE": str(self.database), "OOMDOCTOR_BIND": f"127.0.0.1:{self.port}",
+                    "OOMDOCTOR_WORKERS": str(workers), **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, deadline: float = 30.0) -> "LiveServer":
+        gunicorn = Path(sys.executable).parent / "gunicorn"
+        self._fh = open(self.log, "wb")
+        self.proc = subprocess.Popen([str(gunicorn), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT, env=self.env,
+                                     stdout=self._fh, stderr=subprocess.STDOUT)
+        import urllib.request
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"gunicorn did not answer within {deadline}s:\n{self.output()}")
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def stop(self, sig: int | None = None) -> None:
+        if self.proc and self.proc.poll() is None:
+            if sig is None:
+                self.proc.terminate()
+            else:
+                self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "_fh", None):
+            self._fh.close()
+
+
+@pytest.fixture
+def live_server(tmp_path, request):
+    server = LiveServer(tmp_path).start()
+    yield server
+    server.stop()
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        print("---- gunicorn output ----\n" + server.output())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
