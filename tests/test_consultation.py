@@ -1,0 +1,141 @@
+"""Consultations end to end without HTTP: questions, answers, reports, both languages."""
+from pathlib import Path
+
+import pytest
+
+from oomdoctor.consultation import State, default
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+C = default()
+
+
+def log(name):
+    return (LOGS / name).read_text()
+
+
+def turn(state, message, lang=None):
+    return C.take_turn(state, message, lang)
+
+
+def test_traceback_without_config_gets_one_question_first():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    assert reply["status"] == "question"
+    assert reply["oom_kind"] == "gpu"
+    (q,) = reply["questions"]
+    assert q["id"] == "ask_model" and q["why"] and q["options"]
+    assert state.pending == "ask_model"
+    facts = {f["name"]: f for f in reply["facts"]}
+    assert facts["oom.tried_gib"]["value"] == pytest.approx(1.96)
+    assert facts["oom.tried_gib"]["source"]["kind"] == "extractor"
+    assert facts["phase"]["value"] == "backward"
+
+
+def test_free_text_answer_with_several_facts_then_report():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    state, reply = turn(state, "Llama-3-8B, LoRA, batch size 4, seq len 2048")
+    asked = set(state.asked)
+    # Nothing already known is asked again.
+    for _ in range(3):
+        if reply["status"] == "report":
+            break
+        assert reply["questions"][0]["id"] not in asked - {state.pending}
+        state, reply = turn(state, "skip")
+    assert reply["status"] == "report"
+    assert reply["oom_kind"] == "gpu"
+    est = reply["estimate"]
+    assert est is not None and set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "overhead"}
+    assert est["gpu_capacity_gib"] == pytest.approx(23.65)
+    assert reply["remedies"]
+    for remedy in reply["remedies"]:
+        assert remedy["change"]
+    assert any(r["estimate_after_gib"] is not None for r in reply["remedies"])
+    facts = {f["name"]: f for f in reply["facts"]}
+    assert facts["model.name"]["value"] == "llama-3-8b"
+    assert facts["model.name"]["source"]["kind"] == "answer"
+
+
+def test_chinese_answer_switches_to_chinese():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    assert reply["lang"] == "en"
+    state, reply = turn(state, "模型是 Qwen2.5-7B，全参数微调，序列长度 2048，batch 2")
+    assert reply["lang"] == "zh"
+    while reply["status"] == "question":
+        state, reply = turn(state, "不知道")
+    assert reply["status"] == "report"
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in reply["diagnoses"][0]["title"])
+
+
+def test_skip_marks_unknown_and_is_not_asked_again():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    first = reply["questions"][0]["id"]
+    state, reply = turn(state, "don't know")
+    assert "model.name" in state.unknown
+    assert not reply["questions"] or reply["questions"][0]["id"] != first
+
+
+def test_questions_are_bounded():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    count = 0
+    while reply["status"] == "question":
+        count += 1
+        state, reply = turn(state, "skip")
+        assert count <= 3
+    assert reply["assumptions"]
+
+
+def test_option_value_answers_directly():
+    state, reply = turn(State(), log("cuda_oom_new.txt"))
+    state, reply = turn(state, "llama-3-8b")
+    assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == "llama-3-8b"
+
+
+def test_sentence_estimate_with_assumptions():
+    reply = C.diagnose("LLaMA-3-8B + LoRA + batch_size=4")
+    assert reply["status"] == "report"
+    est = reply["estimate"]
+    assert est["per_gpu_gib"] > 15
+    assert est["breakdown"]["weights"] == pytest.approx(8.03e9 * 2 / 2**30, rel=0.02)
+    texts = " ".join(a["text"] for a in reply["assumptions"])
+    assert "2048" in texts or "sequence" in texts.lower()
+
+
+def test_qwen_full_a100_40g_chinese_does_not_fit_and_says_what_would():
+    reply = C.diagnose("Qwen2.5-7B 全参数微调 A100 40G")
+    assert reply["lang"] == "zh"
+    est = reply["estimate"]
+    assert est["fits"] is False
+    assert est["gpu_capacity_gib"] == pytest.approx(40, abs=1.5)
+    fixes = [r for r in reply["remedies"] if r["fits_after"]]
+    assert fixes, reply["remedies"]
+    assert "放不下" in reply["text"]
+
+
+@pytest.mark.parametrize("name, kind, scenario", [
+    ("oom_killer.txt", "host", "host_oom_killer"),
+    ("bad_alloc.txt", "host", "host_oom_killer"),
+    ("dataloader_killed.txt", "host", "dataloader_workers"),
+    ("zero_offload.txt", "host", "zero_offload_host_ram"),
+    ("nccl_timeout.txt", "not_memory", "nccl_timeout"),
+    ("illegal_access.txt", "not_memory", "illegal_memory_access"),
+    ("disk_full.txt", "not_memory", "disk_full"),
+])
+def test_kinds_and_scenarios(name, kind, scenario):
+    reply = C.diagnose(log(name))
+    assert reply["oom_kind"] == kind
+    assert reply["diagnoses"][0]["id"] == scenario
+    assert reply["diagnoses"][0]["why"]
+
+
+def test_diagnosis_explains_rules_and_fact_sources():
+    reply = C.diagnose(log("oom_killer.txt"))
+    trace = reply["diagnoses"][0]["trace"][0]
+    assert trace["rule"]
+    sources = {f["source"]["kind"] for f in trace["facts"]}
+    assert sources & {"rule", "extractor"}
+
+
+def test_claims_are_corrected_with_live_figures():
+    reply = C.diagnose("Llama-3-70B QLoRA on one RTX 4090")
+    claim = next(c for c in reply["claims"] if c["id"] == "qlora_70b_24gb")
+    assert "{" not in claim["truth"]
+    assert reply["estimate"]["fits"] is False

@@ -1,0 +1,51 @@
+"""A full consultation over HTTP against a real gunicorn process with several workers."""
+from pathlib import Path
+
+import pytest
+import requests
+
+LOG = (Path(__file__).parent / "fixtures" / "logs" / "cuda_oom_new.txt").read_text()
+
+pytestmark = pytest.mark.server
+
+
+def test_consultation_over_http(live_server):
+    url = live_server.url
+    r = requests.post(f"{url}/api/v1/consultations", json={"message": LOG}, timeout=30)
+    assert r.status_code == 201, live_server.output()
+    cid = r.json()["id"]
+    reply = r.json()["reply"]
+    assert reply["status"] == "question" and reply["oom_kind"] == "gpu"
+    # Chinese free-text answer carrying several facts.
+    r = requests.post(f"{url}/api/v1/consultations/{cid}/messages",
+                      json={"message": "模型是 Llama-3-8B，LoRA 微调，batch 4，序列长度 2048"}, timeout=30)
+    reply = r.json()["reply"]
+    while reply["status"] == "question":
+        reply = requests.post(f"{url}/api/v1/consultations/{cid}/messages", json={"message": "跳过"}, timeout=30).json()["reply"]
+    assert reply["lang"] == "zh"
+    assert reply["oom_kind"] == "gpu"
+    assert reply["estimate"]["breakdown"]["weights"] > 10
+    assert reply["remedies"] and all(r["change"] for r in reply["remedies"])
+    assert any(r["estimate_after_gib"] for r in reply["remedies"])
+
+
+def test_restart_loses_nothing(tmp_path):
+    from conftest import LiveServer
+
+    server = LiveServer(tmp_path).start()
+    try:
+        cid = requests.post(f"{server.url}/api/v1/consultations", json={"message": LOG}, timeout=30).json()["id"]
+    finally:
+        server.stop()
+    again = LiveServer(tmp_path)
+    again.database = server.database
+    again.env["OOMDOCTOR_DATABASE"] = str(server.database)
+    again.start()
+    try:
+        record = requests.get(f"{again.url}/api/v1/consultations/{cid}", timeout=30).json()
+        assert record["pending_question"] == "ask_model"
+        reply = requests.post(f"{again.url}/api/v1/consultations/{cid}/messages", json={"message": "llama-3-8b"},
+                              timeout=30).json()["reply"]
+        assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == "llama-3-8b"
+    finally:
+        again.stop()
