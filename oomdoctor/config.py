@@ -13,9 +13,19 @@ DEFAULTS: dict[str, Any] = {
     # A pasted log may be long; 16 MiB keeps a whole training log but bounds the work.
     "MAX_MESSAGE_BYTES": 16 * 2**20,
     "RETENTION_SECONDS": 30 * 24 * 3600,
+    # How often a worker deletes what is older than RETENTION_SECONDS (also once at start).
+    "RETENTION_SWEEP_SECONDS": 600,
+    # When set, /api/ (but not /api/openapi.json) needs "Authorization: Bearer <token>".
     "API_TOKEN": "",
     "SLACK_SIGNING_SECRET": "",
+    # Requests per minute per client IP, and per API token; 0 turns the limit off.
     "RATE_LIMIT_PER_MINUTE": 120,
+    # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.
+    "TRUSTED_PROXIES": 0,
+    # Form posts outside /api/ and /slack/ must carry the csrf_token field.
+    "CSRF_ENABLED": True,
+    # JSON nested deeper than this is refused before it is parsed.
+    "MAX_JSON_DEPTH": 32,
 }
 
 ENV_PREFIX = "OOMDOCTOR_"

@@ -15,6 +15,7 @@ from .estimation import Estimation, estimate_from
 from .estimate import estimate_facts
 from .knowledge import KnowledgeBase, Question
 from .observation import observe
+from .redaction import count_markers
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
 STORED_SOURCES = ("extractor", "answer", "default")
@@ -114,7 +115,8 @@ class Consultant:
         state.lang = language.choose(lang, message, state.lang)
         state.turns += 1
         memory = state.memory()
-        notes: list[str] = []
+        # The channels redact secrets before a message gets here; the reply says how many.
+        notes: list[str] = [f"redacted:{n}"] if (n := count_markers(message)) else []
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"

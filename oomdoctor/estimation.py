@@ -30,7 +30,7 @@ def apply_whatif(values: dict[str, Any], whatif: dict[str, dict]) -> dict[str, A
     for name, factor in whatif.get("multiply", {}).items():
         current = after.get(name)
         if current is None:
-            current = 1
+            continue  # "half of an unknown batch" is not a number; the change says so instead
         scaled = current * factor
         after[name] = max(1, int(round(scaled))) if isinstance(current, int) else scaled
     for name, limit in whatif.get("cap", {}).items():
@@ -51,3 +51,22 @@ def after_remedy(values: dict[str, Any], remedy: Remedy) -> Estimation | None:
     if not remedy.whatif:
         return None
     return estimate_from(apply_whatif(values, remedy.whatif))
+
+
+def limits(estimation: Estimation) -> dict[str, Any]:
+    """The inverse questions: the smallest single GPU that fits this set-up, and, on the
+    user's GPU, the largest micro-batch and longest sequence that fit and the fewest GPUs."""
+    from .catalog import all_gpus
+
+    setup = estimation.setup
+    cards = sorted({(g.memory_gib, g.id) for g in all_gpus() if g.tier != "apple"})
+    smallest = estimator.smallest_gpu(setup, [(gid, gib) for gib, gid in cards])
+    out: dict[str, Any] = {"smallest_gpu": None}
+    if smallest is not None:
+        out["smallest_gpu"] = {"id": smallest[0], "memory_gib": round(smallest[1], 2)}
+    if getattr(setup, "gpu_memory_gib", None):
+        out["max_batch_size"] = estimator.max_batch_size(setup)
+        out["max_seq_len"] = estimator.max_seq_len(setup)
+        found = estimator.min_gpus(setup) if estimation.result.fits is False else None
+        out["min_gpus"] = found[0] if found else None
+    return out

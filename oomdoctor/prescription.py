@@ -13,6 +13,8 @@ from .templating import fill_value
 # Each later remedy in a scenario's list is worth a little less than the one before.
 RANK_DECAY = 0.12
 MIN_CONFIDENCE = 0.2
+MIN_SAVING_GIB = 0.25
+MIN_SAVING_SHARE = 0.02
 
 
 @dataclass
@@ -31,24 +33,43 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             continue
         for index, remedy in enumerate(kb.scenarios[diagnosis.scenario].remedies):
             scores[remedy] = scores.get(remedy, 0.0) + diagnosis.confidence * (1 - RANK_DECAY * index)
+    if not scores and current is not None:
+        # No failure to explain, only a set-up: offer every remedy the estimator can try.
+        for index, remedy in enumerate(kb.remedies.values()):
+            if remedy.whatif:
+                scores[remedy.id] = 0.1 - index * 1e-4
     for conclusion in result.of_kind("recommend"):
         scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 200
+    if current is not None:
+        # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
+        values = {**{a.fact: a.value for a in current.assumptions}, **values}
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
         if not changes_anything(values, remedy):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and after.result.per_gpu_gib >= current.result.per_gpu_gib - 0.01 \
-                and after.result.host_ram_gib >= current.result.host_ram_gib - 0.01:
+        if after is not None and not _helps(after, current, values.get("oom_kind")):
             continue  # the estimate says it would not help this set-up
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
-    if current is not None and current.result.fits is False:
+    if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
+        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
+    elif current is not None and current.result.fits is False:
         # What makes it fit comes first; among those, the diagnosis's order.
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -p.score, p.remedy))
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]
+
+
+def _helps(after: Estimation, current: Estimation, kind: str | None) -> bool:
+    """Whether a remedy lowers the memory that ran out (GPU unless the failure is in host RAM)."""
+    # A saving within the estimate's own rounding is no reason to pay a remedy's cost.
+    if kind == "host":
+        before, now = current.result.host_ram_gib, after.result.host_ram_gib
+    else:
+        before, now = current.result.per_gpu_gib, after.result.per_gpu_gib
+    return now < before - max(MIN_SAVING_GIB, MIN_SAVING_SHARE * before)
 
 
 def change_for(prescription: Prescription, kb: KnowledgeBase, lang: str) -> dict[str, Any]:
@@ -59,3 +80,41 @@ def change_for(prescription: Prescription, kb: KnowledgeBase, lang: str) -> dict
     for key, body in remedy.change.items():
         change[key] = body[lang] if key == "note" else fill_value(body, lookup)
     return change
+
+
+def combinations(prescriptions: list[Prescription], kb: KnowledgeBase, current: Estimation | None,
+                 limit: int = 3) -> list[dict[str, Any]]:
+    """When no remedy alone makes the set-up fit: the cheapest combinations that do.
+
+    Cost is the position in the ranked list, so a combination of the top remedies
+    beats one that needs a costly one.
+    """
+    if current is None or current.result.fits is not False:
+        return []
+    if any(p.after is not None and p.after.result.fits for p in prescriptions):
+        return []
+    from .estimate import search
+
+    ranked = [kb.remedies[p.remedy] for p in prescriptions if kb.remedies[p.remedy].whatif]
+    found = search(current.setup, ranked, max_combination=3, limit=limit)
+    plans = [{"remedies": list(o.remedies), "estimate_after_gib": round(o.per_gpu_gib, 2), "fits_after": o.fits}
+             for o in found.fitting[:limit] if len(o.remedies) > 1]
+    if plans:
+        return plans
+    # Halving once is rarely enough: find the micro-batch that fits after the best remedies.
+    from dataclasses import replace
+
+    from .estimate import estimate, max_batch_size
+
+    setup = current.setup
+    effective = setup.batch_size * setup.grad_accum
+    for p in prescriptions[:2]:
+        if p.after is None or p.remedy == "reduce_batch_size":
+            continue
+        batch = max_batch_size(p.after.setup)
+        if 1 <= batch < p.after.setup.batch_size:
+            fitted = replace(p.after.setup, batch_size=batch, grad_accum=-(-effective // batch))
+            plans.append({"remedies": [p.remedy, "reduce_batch_size"], "batch_size": batch,
+                          "grad_accum": fitted.grad_accum, "estimate_after_gib": round(estimate(fitted).per_gpu_gib, 2),
+                          "fits_after": True})
+    return plans[:limit]

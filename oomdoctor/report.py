@@ -5,7 +5,7 @@ from typing import Any, TYPE_CHECKING
 
 from . import diagnosis as diagnosis_mod
 from . import prescription
-from .estimation import estimate_from
+from .estimation import estimate_from, limits
 from .knowledge import KnowledgeBase, Question
 from .templating import fill
 
@@ -36,7 +36,15 @@ def estimate_dict(estimation, capacity: float | None) -> dict[str, Any] | None:
         "trainable_params": raw.get("trainable_params"),
         "derivation": raw.get("derivation", []),
     }
+    out.update(limits(estimation))
     return out
+
+
+def _breakdown(estimation) -> dict[str, float] | None:
+    if estimation is None:
+        return None
+    raw = estimation.result.as_dict()["breakdown"]
+    return {part: _round(raw.get(part, 0.0)) for part in PARTS}
 
 
 def question_dict(question: Question, lang: str) -> dict[str, Any]:
@@ -94,8 +102,13 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
             "trace": diagnosis_mod.traces(d, evaluation.result),
         })
     remedies = []
+    plans = []
     if question is None:
-        for p in prescription.rank(evaluation.diagnoses, evaluation.result, kb, values, evaluation.estimation):
+        ranked = prescription.rank(evaluation.diagnoses, evaluation.result, kb, values, evaluation.estimation)
+        for plan in prescription.combinations(ranked, kb, evaluation.estimation):
+            plan["titles"] = [kb.remedies[r].title[lang] for r in plan["remedies"]]
+            plans.append(plan)
+        for p in ranked:
             remedy = kb.remedies[p.remedy]
             remedies.append({
                 "id": p.remedy,
@@ -104,7 +117,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
                 "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]},
                 "estimate_after_gib": _round(p.after.result.per_gpu_gib) if p.after else None,
                 "fits_after": p.after.result.fits if p.after else None,
-                "breakdown_after": estimate_dict(p.after, values.get("gpu.memory_gib"))["breakdown"] if p.after else None,
+                "breakdown_after": _breakdown(p.after),
                 "change": prescription.change_for(p, kb, lang),
                 "sources": list(remedy.sources),
             })
@@ -117,6 +130,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "questions": [question_dict(question, lang)] if question is not None else [],
         "estimate": estimate_dict(evaluation.estimation, values.get("gpu.memory_gib")),
         "remedies": remedies,
+        "plans": plans,
         "assumptions": _assumptions(evaluation, state, kb, lang),
         "claims": _claims(kb, values, lang) if question is None else [],
         "notes": notes,

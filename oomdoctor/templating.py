@@ -23,9 +23,12 @@ def fill(template: str, lookup: Callable[[str], Any]) -> str:
     """Replace each placeholder with its fact's value, its fallback, or leave it visible."""
 
     def one(match: re.Match) -> str:
-        value = lookup(match.group(1))
+        name = match.group(1)
+        value = lookup(name)
         if value is None:
             return match.group(2) if match.group(2) is not None else match.group(0)
+        if name.endswith(("_share", "_ratio")) and isinstance(value, float):
+            return f"{value:.0%}"
         return show(value)
 
     return _PLACEHOLDER.sub(one, template)

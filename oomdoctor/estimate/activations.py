@@ -49,7 +49,7 @@ from .dtypes import FLOAT_BYTES
 from .setup import Setup
 from .trainable import adapter_bytes
 
-Item = tuple[str, float]
+Item = tuple[str, str, float]   # (group, what, bytes per token)
 
 
 @dataclass(frozen=True)
@@ -108,24 +108,18 @@ def context(setup: Setup) -> Context:
         rank=setup.lora_rank, dropout=setup.adapters and setup.lora_dropout > 0, targets=frozenset(targets),
         attention=setup.attention, expand_kv=setup.attention in ("eager", "sdpa"),
         padding_mask=setup.attention == "eager" or sdpa_padded, blocks=blocks, trained_layers=trained,
-        weights_fp32=(not setup.quantized and FLOAT_BYTES[setup.load_dtype] == 4 and setup.strategy != "deepspeed"
-                      and p == 2 and setup.strategy != "fsdp"),
+        weights_fp32=pr == 4 and p == 2 and not setup.quantized,
         router_trainable=router_trainable,
     )
 
 
 def _consumers(ctx: Context, role: str, expert: bool) -> list[tuple[str, bool, bool, float]]:
     """(name, weight trains, carries LoRA, instances per layer per token-copy) reading one tensor."""
-    out = []
-    for b in ctx.blocks:
-        if b.role != role or b.expert != expert:
-            continue
-        per_layer = 1.0
-        out.append((b.name, ctx.full_layers, b.name in ctx.targets, per_layer))
-    return out
+    return [(b.name, ctx.full_layers, b.name in ctx.targets, 1.0)
+            for b in ctx.blocks if b.role == role and b.expert == expert]
 
 
-def input_saves(ctx: Context, tensor: str, width: int, x_bytes: int,
+def input_saves(ctx: Context, group: str, tensor: str, width: int, x_bytes: int,
                 consumers: list[tuple[str, bool, bool, float]]) -> list[Item]:
     """What the linear layers reading one tensor keep of it (see the module docstring)."""
     items: list[Item] = []
@@ -133,50 +127,52 @@ def input_saves(ctx: Context, tensor: str, width: int, x_bytes: int,
     for name, trains, lora, n in consumers:
         if trains:
             if ctx.autocast and x_bytes != ctx.p:
-                items.append((f"{name}: autocast's half copy of {tensor}", ctx.p * width * n))
+                items.append((group, f"{name}: autocast's half copy of {tensor}", ctx.p * width * n))
             else:
                 shared = True
         if lora:
             new_tensor = ctx.adapter != x_bytes or ctx.dropout
             if ctx.autocast and ctx.adapter != ctx.p:
-                items.append((f"{name} LoRA: autocast's half copy of its input", ctx.p * width * n))
+                items.append(("LoRA", f"{name}: autocast's half copy of its input", ctx.p * width * n))
             elif new_tensor:
-                items.append((f"{name} LoRA: input in the adapter dtype", ctx.adapter * width * n))
+                items.append(("LoRA", f"{name}: input in the adapter dtype", ctx.adapter * width * n))
             else:
                 shared = True
             if ctx.dropout:
-                items.append((f"{name} LoRA: dropout mask", 1 * width * n))
-            items.append((f"{name} LoRA: lora_A output", ctx.rank * (ctx.p if ctx.autocast else ctx.adapter) * n))
+                items.append(("LoRA", f"{name}: dropout mask", 1 * width * n))
+            items.append(("LoRA", f"{name}: lora_A output", ctx.rank * (ctx.p if ctx.autocast else ctx.adapter) * n))
     if shared:
-        items.append((f"{tensor} (shared by the trained linears)", x_bytes * width))
+        items.append((group, f"{tensor}, shared by the layers reading it", x_bytes * width))
     return items
 
 
 def _norm(ctx: Context, label: str, width: int) -> list[Item]:
-    items = [(f"{label}: input upcast to fp32", 4 * width), (f"{label}: rsqrt", 4)]
+    items = [("norms", f"{label}: input upcast to fp32", 4 * width), ("norms", f"{label}: rsqrt", 4)]
     if ctx.full_layers:
-        items.append((f"{label}: normalised input for the weight's gradient", ctx.pr * width))
+        items.append(("norms", f"{label}: normalised input for the weight's gradient", ctx.pr * width))
     return items
 
 
 def attention_items(ctx: Context) -> list[Item]:
     d, p = ctx.d, ctx.p
     items = _norm(ctx, "input norm", d.hidden)
-    items += input_saves(ctx, "norm output", d.hidden, ctx.pr, _consumers(ctx, anatomy.ATTN_IN, False))
+    items += input_saves(ctx, "attention", "input norm output", d.hidden, ctx.pr,
+                         _consumers(ctx, anatomy.ATTN_IN, False))
     if d.qk_norm:
-        items.append(("q/k norms: inputs upcast to fp32", 4 * (d.q_dim + d.kv_dim)))
+        items.append(("norms", "q/k norms: inputs upcast to fp32", 4 * (d.q_dim + d.kv_dim)))
     kv_width = d.q_dim if ctx.expand_kv else d.kv_dim
-    items.append(("rotated query", p * d.q_dim))
-    items.append(("keys and values" + (" expanded by repeat_kv" if ctx.expand_kv else ""), 2 * p * kv_width))
+    items.append(("attention", "rotated query", p * d.q_dim))
+    items.append(("attention", "keys and values" + (" expanded by repeat_kv" if ctx.expand_kv else ""),
+                  2 * p * kv_width))
     o_consumers = _consumers(ctx, anatomy.ATTN_OUT, False)
     if ctx.attention == "eager":
-        items += input_saves(ctx, "attention output (contiguous copy)", d.q_dim, p, o_consumers)
+        items += input_saves(ctx, "attention", "attention output (contiguous copy)", d.q_dim, p, o_consumers)
     else:
-        items.append(("attention output", p * d.q_dim))
-        items.append(("softmax logsumexp (fp32)", 4 * d.heads))
+        items.append(("attention", "attention output", p * d.q_dim))
+        items.append(("attention", "softmax logsumexp (fp32)", 4 * d.heads))
         # o_proj reads the attention output kernel's own storage: only casts and LoRA copies are new.
-        items += [it for it in input_saves(ctx, "attention output", d.q_dim, p, o_consumers)
-                  if "shared" not in it[0]]
+        items += [it for it in input_saves(ctx, "attention", "attention output", d.q_dim, p, o_consumers)
+                  if "shared" not in it[1]]
     return items
 
 
@@ -189,8 +185,8 @@ def attention_per_position(ctx: Context) -> float:
 
 def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
     p = ctx.p
-    items = [(f"{label}: gate, up and SiLU outputs", 3 * p * width)]
-    items += input_saves(ctx, f"{label} product", width, p, _consumers(ctx, anatomy.MLP_OUT, expert))
+    items = [("MLP", f"{label}: gate, up and SiLU outputs", 3 * p * width)]
+    items += input_saves(ctx, "MLP", f"{label} product", width, p, _consumers(ctx, anatomy.MLP_OUT, expert))
     return items
 
 
@@ -198,19 +194,20 @@ def mlp_items(ctx: Context, moe: bool) -> list[Item]:
     d = ctx.d
     items = _norm(ctx, "post-attention norm", d.hidden)
     if not moe:
-        items += input_saves(ctx, "norm output", d.hidden, ctx.pr, _consumers(ctx, anatomy.MLP_IN, False))
+        items += input_saves(ctx, "MLP", "post-attention norm output", d.hidden, ctx.pr,
+                             _consumers(ctx, anatomy.MLP_IN, False))
         return items + _swiglu(ctx, d.intermediate, False, "MLP")
     k = d.experts_active
     router = [c for c in _consumers(ctx, anatomy.ROUTER, False)]
     shared_in = _consumers(ctx, anatomy.MLP_IN, False) if d.shared_intermediate else []
-    items += input_saves(ctx, "norm output", d.hidden, ctx.pr, router + shared_in)
-    items.append(("router probabilities (fp32)", 4 * d.experts))
-    expert_in = input_saves(ctx, "routed copy of the input", d.hidden, ctx.pr,
+    items += input_saves(ctx, "MLP", "post-attention norm output", d.hidden, ctx.pr, router + shared_in)
+    items.append(("MLP", "router probabilities (fp32)", 4 * d.experts))
+    expert_in = input_saves(ctx, "MLP", "routed copy of the input", d.hidden, ctx.pr,
                             _consumers(ctx, anatomy.MLP_IN, True))
-    items += [(f"{k} experts × {name}", k * b) for name, b in expert_in]
-    items += [(f"{k} experts × {name}", k * b) for name, b in _swiglu(ctx, d.moe_intermediate, True, "expert MLP")]
+    items += [(g, f"{k} experts × {name}", k * b) for g, name, b in expert_in]
+    items += [(g, f"{k} experts × {name}", k * b) for g, name, b in _swiglu(ctx, d.moe_intermediate, True, "expert")]
     if ctx.router_trainable:
-        items.append((f"{k} experts × output kept for the routing weight's gradient", k * ctx.p * d.hidden))
+        items.append(("MLP", f"{k} experts × output kept for the routing weight's gradient", k * ctx.p * d.hidden))
     if d.shared_intermediate:
         items += _swiglu(ctx, d.shared_intermediate, False, "shared expert")
     return items
@@ -226,11 +223,11 @@ def model_items(ctx: Context, seq_len: int) -> list[Item]:
     items = _norm(ctx, "final norm", d.hidden)
     lm_head_trains = ctx.method == "full"
     if lm_head_trains:
-        items += input_saves(ctx, "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
-    items.append(("rotary cos and sin", 2 * ctx.p * d.head_dim))
-    items.append(("input ids, labels (int64)", 16))
+        items += input_saves(ctx, "head", "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
+    items.append(("head", "rotary cos and sin", 2 * ctx.p * d.head_dim))
+    items.append(("head", "input ids, labels (int64)", 16))
     if ctx.padding_mask:
-        items.append(("4-D attention mask", ctx.p * seq_len))
+        items.append(("head", "4-D attention mask", ctx.p * seq_len))
     return items
 
 
@@ -246,7 +243,7 @@ class Activations:
 
 
 def _sum(items: list[Item]) -> float:
-    return sum(b for _, b in items)
+    return sum(b for _, _, b in items)
 
 
 def activations(setup: Setup, rows: int) -> Activations:
@@ -304,10 +301,6 @@ def activations(setup: Setup, rows: int) -> Activations:
 
 def _summary(items: list[Item], ctx: Context) -> str:
     groups: dict[str, float] = {}
-    for name, b in items:
-        key = ("norms" if "norm" in name and "LoRA" not in name else
-               "LoRA" if "LoRA" in name else
-               "MLP" if any(w in name for w in ("MLP", "product", "expert", "router", "shared")) else
-               "attention")
-        groups[key] = groups.get(key, 0.0) + b
+    for group, _, b in items:
+        groups[group] = groups.get(group, 0.0) + b
     return ", ".join(f"{k} {v:,.0f}" for k, v in groups.items())

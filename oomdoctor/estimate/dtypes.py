@@ -54,3 +54,9 @@ def weight_bytes(load_dtype: str, d_in: int = 4096, double_quant: bool = True) -
 
 def gib(n_bytes: float) -> float:
     return n_bytes / GIB
+
+
+def count(n: float) -> str:
+    """A parameter count as people write it: 8.03e9."""
+    mantissa, exponent = f"{n:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"

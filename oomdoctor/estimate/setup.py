@@ -87,15 +87,5 @@ class Setup:
     def quantized(self) -> bool:
         return self.load_dtype in QUANTIZED
 
-    @property
-    def ranks(self) -> int:
-        """Data-parallel ranks: model parallelism splits one replica instead."""
-        return 1 if self.strategy == "model_parallel" else self.num_gpus
-
-    @property
-    def tokens(self) -> int:
-        """Tokens in one micro-batch of one rank, before the objective's extra rows."""
-        return self.batch_size * self.seq_len
-
     def replace(self, **changes: Any) -> "Setup":
         return dataclasses.replace(self, **changes)

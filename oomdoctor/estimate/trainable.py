@@ -50,9 +50,8 @@ class Trainable:
         return sum(g.params * g.dtype_bytes for g in self.groups)
 
 
-def half_bytes(setup: Setup) -> int:
-    """Bytes of the 16-bit compute dtype (bnb_4bit_compute_dtype / torch_dtype in the recipes)."""
-    return 2
+# bnb_4bit_compute_dtype / torch_dtype in the QLoRA recipes: bf16 or fp16, 2 bytes either way.
+HALF = 2
 
 
 def base_float_bytes(setup: Setup) -> int:
@@ -65,7 +64,7 @@ def base_float_bytes(setup: Setup) -> int:
     upcast them to fp32.
     """
     if setup.quantized:
-        return 4 if setup.kbit_fp32_upcast else half_bytes(setup)
+        return 4 if setup.kbit_fp32_upcast else HALF
     if setup.strategy == "deepspeed" and setup.precision in ("bf16", "fp16"):
         return 2
     return FLOAT_BYTES[setup.load_dtype]

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..knowledge import KnowledgeBase
 from ..report import PARTS
-from ..templating import show
 
 # Dark enough for 4.5:1 against white, distinct for the common colour-vision
 # deficiencies (Okabe-Ito hues, darkened); segments are also separated by a white rule.
@@ -33,6 +32,7 @@ BAR_HEIGHT = 22
 LABEL_HEIGHT = 18
 ROW_GAP = 12
 TOP = 26            # room for the capacity label
+LEGEND_COLUMNS = 2
 
 
 def _total(breakdown: dict[str, float]) -> float:
@@ -71,13 +71,13 @@ def breakdown(reply: dict[str, Any], kb: KnowledgeBase, after: int = 2, id_prefi
     scale = (WIDTH - LEFT - RIGHT) / (largest * 1.04)
     row_height = LABEL_HEIGHT + BAR_HEIGHT + ROW_GAP
     legend_top = TOP + row_height * len(rows) + 4
-    legend_rows = (len(PARTS) + 2) // 3
+    legend_rows = (len(PARTS) + LEGEND_COLUMNS - 1) // LEGEND_COLUMNS
     height = legend_top + legend_rows * 22 + 6
 
     title_id, desc_id = f"{id_prefix}-title", f"{id_prefix}-desc"
     parts_words = ", ".join(f"{t('part.' + p)} {_fmt(float(est['breakdown'].get(p) or 0))} GiB" for p in PARTS)
-    capacity_words = t("ui.chart_against", value=show(capacity)) if capacity else ""
-    desc = t("ui.chart_desc", total=show(est["per_gpu_gib"]), capacity=capacity_words, parts=parts_words)
+    capacity_words = t("ui.chart_against", value=_fmt(capacity)) if capacity else ""
+    desc = t("ui.chart_desc", total=_fmt(rows[0][2]), capacity=capacity_words, parts=parts_words)
     for label, _, total in rows[1:]:
         desc += " " + t("ui.chart_desc_after", label=label, total=_fmt(total))
 
@@ -102,17 +102,22 @@ def breakdown(reply: dict[str, Any], kb: KnowledgeBase, after: int = 2, id_prefi
         out.append(f'<text x="{x + 6:.1f}" y="{bar_y + 16}" class="total">{_fmt(total)} GiB</text></g>')
     if capacity:
         cx = LEFT + capacity * scale
-        bottom = TOP + row_height * len(rows) - ROW_GAP + 4
         anchor = "end" if cx > WIDTH * 0.6 else "start"
         tx = cx - 4 if anchor == "end" else cx + 4
-        out.append(f'<g class="capacity"><line x1="{cx:.1f}" y1="{TOP - 8}" x2="{cx:.1f}" y2="{bottom}" '
-                   f'stroke="{CAPACITY_COLOUR}" stroke-width="2" stroke-dasharray="5 3"/>'
-                   f'<text x="{tx:.1f}" y="{TOP - 12}" text-anchor="{anchor}" fill="{CAPACITY_COLOUR}" '
-                   f'class="capacity-label">{escape(t("ui.chart_capacity", value=show(capacity)))}</text></g>')
+        label = escape(t("ui.chart_capacity", value=_fmt(capacity)))
+        out.append(f'<g class="capacity"><title>{label}</title>'
+                   f'<text x="{tx:.1f}" y="{TOP - 8}" text-anchor="{anchor}" fill="{CAPACITY_COLOUR}" '
+                   f'class="capacity-label">{label}</text>')
+        # The line crosses the bars only, so it never runs through a row's label.
+        for i in range(len(rows)):
+            bar_y = TOP + i * row_height + LABEL_HEIGHT
+            out.append(f'<line x1="{cx:.1f}" y1="{bar_y - 4}" x2="{cx:.1f}" y2="{bar_y + BAR_HEIGHT + 4}" '
+                       f'stroke="{CAPACITY_COLOUR}" stroke-width="3"/>')
+        out.append("</g>")
     out.append(f'<g class="legend" aria-hidden="true">')
     for i, part in enumerate(PARTS):
-        lx = LEFT + (i % 3) * 224
-        ly = legend_top + (i // 3) * 22
+        lx = LEFT + (i % LEGEND_COLUMNS) * (WIDTH - LEFT) // LEGEND_COLUMNS
+        ly = legend_top + (i // LEGEND_COLUMNS) * 22
         value = float(est["breakdown"].get(part) or 0.0)
         out.append(f'<rect x="{lx}" y="{ly}" width="14" height="14" fill="{COLOURS[part]}"/>'
                    f'<text x="{lx + 20}" y="{ly + 12}">{escape(t("part." + part))} {_fmt(value)} GiB</text>')

@@ -78,6 +78,12 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
                      + (f" / {t('report.capacity', value=show(est['gpu_capacity_gib']))}" if est["gpu_capacity_gib"] else "")
                      + verdict)
         lines.append(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}")
+        if est.get("smallest_gpu"):
+            gpu = est["smallest_gpu"]
+            label = f"{gpu['id']} ({show(gpu['memory_gib'])} GiB)"
+            lines.append("  " + t("report.smallest_gpu", value=label))
+        if est.get("max_batch_size") and est["gpu_capacity_gib"]:
+            lines.append(f"  {t('report.max_batch', value=est['max_batch_size'])}")
     if reply["remedies"]:
         lines.append("")
         lines.append(f"## {t('report.remedies')}")
@@ -88,6 +94,10 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
             lines.append(f"   {t('report.cost')}: {r['cost']['speed']}; {r['cost']['quality']}")
             snippet = change_text(r["change"])
             lines.extend("   | " + line for line in snippet.splitlines())
+    for plan in reply.get("plans", []):
+        detail = f" (per_device_train_batch_size={plan['batch_size']}, gradient_accumulation_steps={plan['grad_accum']})" \
+            if plan.get("batch_size") else ""
+        lines.append(f"+ {' + '.join(plan['titles'])}{detail} — {t('report.after', value=show(plan['estimate_after_gib']))}")
     if reply["diagnoses"]:
         lines.append("")
         lines.append(f"## {t('report.verify')}")

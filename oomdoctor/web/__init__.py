@@ -24,9 +24,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["oomdoctor.consultant"] = Consultant(load())
     Store(app.config["DATABASE"]).close()
 
-    from . import api, errors
+    from . import api, errors, security
     errors.init_app(app)
+    security.init_app(app)
     app.register_blueprint(api.bp)
+    from . import page
+    from ..channels import slack
+    app.register_blueprint(page.bp)
+    app.register_blueprint(slack.bp)
 
     @app.teardown_appcontext
     def close_store(_exc: BaseException | None) -> None:

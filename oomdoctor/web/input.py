@@ -1,13 +1,27 @@
-"""What a message must be before any extractor sees it: text, bounded, not empty."""
+"""What a message must be before any extractor sees it: text, bounded, not empty, secrets removed.
+
+Every channel (REST, the web page, Slack) passes its message through
+`message_text`, so what is stored, echoed and logged is the redacted text.
+"""
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from ..language import LANGUAGES
+from ..redaction import redact
 from .errors import BadInput
+
+# Control characters no log holds (tab, newlines, form feed and ESC for colours are fine),
+# and U+FFFD, what a decoder leaves for bytes that were not text.
+_NOT_TEXT = re.compile("[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+# More of those than this share of the characters, and the message is a binary file.
+BINARY_SHARE = 0.01
 
 
 def message_text(raw: Any, limit: int) -> str:
+    """The message as it may be stored and shown: checked, then redacted."""
     if not isinstance(raw, str):
         raise BadInput("'message' must be a string")
     size = len(raw.encode("utf-8", "surrogatepass"))
@@ -21,7 +35,10 @@ def message_text(raw: Any, limit: int) -> str:
         raise BadInput("'message' is not valid Unicode text") from None
     if not raw.strip():
         raise BadInput("'message' is empty: paste a traceback, a config or a sentence about your set-up")
-    return raw
+    odd = _NOT_TEXT.subn("", raw)[1] if _NOT_TEXT.search(raw) else 0
+    if odd > max(16, len(raw) * BINARY_SHARE):
+        raise BadInput("'message' looks like a binary file (control characters); paste text")
+    return redact(raw).text
 
 
 def language(raw: Any) -> str | None:
@@ -32,10 +49,54 @@ def language(raw: Any) -> str | None:
     return raw
 
 
+# A JSON string, possessive so that an unterminated one costs one scan, not one per quote.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+
+
+def too_deep(data: bytes, limit: int) -> bool:
+    """Whether JSON text nests arrays and objects deeper than `limit`, found without recursion.
+
+    Strings are cut out, the brackets kept, and innermost pairs removed `limit` times:
+    whatever is left was nested deeper (or does not balance, which is not JSON either).
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets, removed = _INNERMOST.subn(b"", brackets)
+        if not removed:
+            return True
+    return bool(brackets)
+
+
 def json_body(request) -> dict:
+    """The request's JSON object; a clear 4xx for anything else, never a parser's crash."""
     if not request.is_json:
         raise BadInput("send JSON with Content-Type: application/json", 415)
-    body = request.get_json(silent=True)
+    data = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: 413, said by the error handler
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"the body is not UTF-8 text (byte {exc.start} is not valid UTF-8)") from None
+    limit = _depth_limit()
+    if too_deep(data, limit):
+        raise BadInput(f"the JSON body nests deeper than {limit} levels")
+    try:
+        body = json.loads(text)
+    except RecursionError:
+        raise BadInput(f"the JSON body nests deeper than {limit} levels") from None
+    except ValueError as exc:
+        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise BadInput(f"the body is not valid JSON{where}") from None
     if not isinstance(body, dict):
         raise BadInput("the body must be a JSON object")
     return body
+
+
+def _depth_limit() -> int:
+    from flask import current_app
+    return int(current_app.config.get("MAX_JSON_DEPTH", 32))

@@ -1,0 +1,97 @@
+"""`/oom …` at POST /slack/commands: help, new, lang, or text for the consultation.
+
+A consultation belongs to one person in one channel: owner "team:user",
+channel "slack:<channel id>". The language preference lives in the
+consultation state's `lang` and is passed to every turn.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, jsonify, request
+
+from ...consultation import State
+from ...language import LANGUAGES
+from ...render import blocks
+from ...web import consultant, input as check, store
+from ...web.api import _step
+from ...web.errors import BadInput
+from . import bp, responder
+
+CHANNEL_PREFIX = "slack:"
+
+
+def where(channel_id: str) -> str:
+    return CHANNEL_PREFIX + channel_id
+
+
+def owner(team_id: str, user_id: str) -> str:
+    return f"{team_id}:{user_id}"
+
+
+def t(key: str, lang: str, **values: Any) -> str:
+    return consultant().kb.text(key, lang, **values)
+
+
+def say(key: str, lang: str, **values: Any) -> dict:
+    """A short ephemeral message from texts.yaml (its mrkdwn kept, Slack's <, >, & escaped)."""
+    return blocks.notice(blocks.escape(t(key, lang, **values)))
+
+
+def stored_lang(cid: str | None) -> str | None:
+    if cid is None:
+        return None
+    lang = store().get(cid)["state"].get("lang")
+    return lang if lang in LANGUAGES else None
+
+
+def take_turn(cid: str, text: str, note: str | None = None) -> dict:
+    """One consultation turn in the stored language; the reply as a Slack message."""
+    reply = store().turn(cid, text, lambda raw: _step(raw, text, raw.get("lang") or None))
+    return blocks.render(reply, consultant().kb, cid, note=note)
+
+
+def _set_lang(raw: dict, lang: str) -> tuple[dict, dict]:
+    return {**raw, "lang": lang}, {"status": "setting", "lang": lang, "text": f"lang {lang}"}
+
+
+@bp.post("/commands")
+def command():
+    form = request.form
+    who, here = owner(form.get("team_id", ""), form.get("user_id", "")), where(form.get("channel_id", ""))
+    text = blocks.unescape(form.get("text", "")).strip()
+    words = text.split(maxsplit=1)
+    first = words[0].lower() if words else ""
+    rest = words[1] if len(words) > 1 else ""
+    db = store()
+    cid = db.find(who, here)
+    lang = stored_lang(cid) or current_app.config["DEFAULT_LANG"]
+
+    if first in ("", "help") and not rest:
+        return jsonify(blocks.notice(blocks.escape(t("slack.help", lang))))
+    if first == "lang" and len(text.split()) <= 2:
+        choice = rest.strip().lower()
+        if choice not in LANGUAGES:
+            return jsonify(say("slack.lang_usage", lang))
+        if cid is None:
+            db.create(State(lang=choice).to_dict(), owner=who, channel=here)
+        else:
+            db.turn(cid, text, lambda raw: _set_lang(raw, choice))
+        return jsonify(say("slack.lang_set", choice))
+    if first == "new":
+        cid = db.create(State(lang=stored_lang(cid)).to_dict(), owner=who, channel=here)
+        if not rest.strip():
+            return jsonify(say("slack.new", lang))
+        text = rest
+
+    try:
+        message = check.message_text(text, current_app.config["MAX_MESSAGE_BYTES"])
+    except BadInput as exc:
+        if exc.status == 413:
+            return jsonify(say("error.too_large", lang, size=len(text.encode("utf-8")),
+                               limit=current_app.config["MAX_MESSAGE_BYTES"]))
+        return jsonify(say("error.binary", lang))
+    if cid is None:
+        cid = db.create(State().to_dict(), owner=who, channel=here)
+    return jsonify(responder.in_time(lambda: take_turn(cid, message), form.get("response_url", ""),
+                                     ack=say("slack.working", lang), failed=lambda: say("slack.failed", lang)))

@@ -1,0 +1,232 @@
+"""Peak GPU memory of one training step, and host RAM, for a set-up.
+
+Memory is not the sum of everything the job ever holds.  The figure is the
+largest of the step's moments, each summing only what is alive then:
+
+* end of forward: weights, optimizer states (alive from the first step on),
+  gradients only while accumulating (``zero_grad(set_to_none=True)`` frees them
+  after each optimizer step), every activation kept for backward, and the
+  loss's forward peak over the logits;
+* start of backward: the same, with the loss gradient over the logits at its
+  12 B/token/vocab peak (and lm_head's gradient), or, under gradient
+  checkpointing, one recomputed layer plus the gradients flowing through it;
+* end of backward: all gradients, activations freed;
+* optimizer step: weights, gradients, states and the step's temporaries;
+* evaluation, when an eval batch size is known: a no-grad forward's logits.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import anatomy
+from .activations import activations, compute_dtypes
+from .dtypes import GIB, count
+from .logits import logits
+from .objectives import objective
+from .optimizer import has_master, optimizer_states
+from .overhead import ALLOCATOR_RESERVE, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
+from .setup import Setup
+from .sharding import ModelStates, per_gpu
+from .trainable import trainable
+from .weights import weights
+
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    per_gpu_gib: float          # compare with nvidia-smi's "used"
+    allocated_gib: float        # compare with torch.cuda.max_memory_allocated()
+    reserved_gib: float         # compare with torch.cuda.max_memory_reserved()
+    host_ram_gib: float
+    breakdown: dict[str, float]
+    peak_moment: str
+    trainable_params: int
+    total_params: int
+    fits: bool | None
+    headroom_gib: float | None
+    limiter: str
+    derivation: list[str]
+    assumptions: list[str]
+    moments: dict[str, float] = field(default_factory=dict)
+    weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
+    fp32_master: bool = False
+    gpu_memory_gib: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Moment:
+    name: str
+    parts: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def estimate(setup: Setup) -> Estimate:
+    setup = _normalise(setup)
+    shape = setup.model
+    d = anatomy.dims(shape)
+    obj = objective(setup)
+    tr = trainable(setup)
+    w = weights(setup, tr)
+    opt = optimizer_states(setup, tr)
+    p, pr, _ = compute_dtypes(setup)
+    acts = activations(setup, obj.rows)
+    tokens = obj.rows * setup.seq_len
+    lg = logits(tokens, d.vocab, p, obj.lm_head)
+    k = obj.trained_models          # PPO trains a value model beside the policy
+    base_copy = w.frozen if setup.adapters else w.total
+    states = ModelStates(
+        weights=w.total * k, grads=tr.bytes * k, states=opt.states * k,
+        master=opt.master * k, workspace=opt.step_workspace, frozen_copies=obj.frozen_copies * base_copy,
+        trainable_params=tr.params * k, layer_params=anatomy.layer_params(shape),
+        total_params=anatomy.total_params(shape), hidden=d.hidden, half=2 if p == 2 else 4)
+    g = per_gpu(setup, states)
+
+    split = setup.num_gpus if setup.strategy == "model_parallel" else 1
+    grads_sharded = setup.strategy == "fsdp" or (setup.strategy == "deepspeed" and setup.zero_stage >= 2)
+    # lm_head's gradient is the first one backward allocates, while the loss gradient is still alive.
+    lm_grad = 0.0
+    if setup.method == "full":
+        lm_grad = d.vocab * d.hidden * tr.groups[0].dtype_bytes / (setup.num_gpus if grads_sharded else 1)
+    acc_grads = g.grads if setup.grad_accum > 1 else 0.0
+    kept = acts.kept * k / split
+    copies = acts.weight_copies / split
+    W = g.weights / split
+    O = g.optimizer / split
+    G = g.grads / split
+    B = g.grad_buffers / split
+    live = {"weights": W + g.gathered + copies, "gradients": acc_grads / split + B, "optimizer": O}
+    loss_peak = lg.backward + lm_grad
+    layer_peak = (acts.recompute + acts.backward_working) * k / split
+    if loss_peak >= layer_peak:
+        backward = dict(live, gradients=live["gradients"] + lm_grad, activations=kept, logits=lg.backward)
+    else:
+        backward = dict(live, activations=kept + layer_peak, logits=0.0)
+    moments = [
+        _Moment("end of forward", dict(live, activations=kept + acts.forward_transient, logits=lg.forward)),
+        _Moment("start of backward", backward),
+        _Moment("end of backward", {
+            "weights": W + g.gathered, "gradients": G + B, "optimizer": O, "activations": 0.0, "logits": 0.0}),
+        _Moment("optimizer step", {
+            "weights": W, "gradients": G + B, "optimizer": O + g.step_extra / split, "activations": 0.0,
+            "logits": 0.0}),
+    ]
+    if setup.eval_batch_size:
+        eval_tokens = setup.eval_batch_size * setup.seq_len
+        eval_logits = logits(eval_tokens, d.vocab, p, obj.lm_head).forward
+        # A no-grad forward frees each op's inputs as it goes: one layer's MLP intermediates at a time.
+        moments.append(_Moment("evaluation", {
+            "weights": W, "gradients": acc_grads / split + B, "optimizer": O,
+            "activations": eval_tokens * 3 * p * d.intermediate, "logits": eval_logits}))
+    peak = max(moments, key=lambda m: m.total)
+    allocated = peak.total
+    reserve = allocated * ALLOCATOR_RESERVE
+    context = CUDA_CONTEXT_GIB * GIB
+    breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
+    breakdown["overhead"] = (reserve + context) / GIB
+    per_gpu_gib = (allocated + reserve + context) / GIB
+    host = _host(setup, g.host, w.total)
+
+    derivation = list(tr.lines) + list(w.lines) + list(opt.lines) + list(g.lines) + list(acts.lines) + list(lg.lines)
+    derivation += list(obj.lines)
+    if setup.method == "full" and tr.params:
+        per_param = (w.trained + tr.bytes + opt.states + opt.master) / tr.params
+        derivation.append(f"model states: {per_param:.3g} B per trained parameter (weights + gradients + "
+                          f"optimizer) × {count(tr.params)} = {per_param * tr.params / GIB:.2f} GiB before sharding")
+    if split > 1:
+        derivation.append(f"model parallel (device_map) over {split} GPUs: weights, states and activations split "
+                          f"by layer; the logits stay on the last GPU")
+    derivation.append("peak at " + peak.name + ": " + ", ".join(
+        f"{c} {v:.2f}" for c, v in breakdown.items() if c != "overhead" and v) + " GiB")
+    derivation.append(f"overhead: allocator reserve {ALLOCATOR_RESERVE:.0%} of {allocated / GIB:.2f} GiB + CUDA "
+                      f"context {CUDA_CONTEXT_GIB} GiB = {breakdown['overhead']:.2f} GiB")
+    derivation.append(f"host RAM: {host[1]}")
+    fits = headroom = None
+    if setup.gpu_memory_gib:
+        headroom = setup.gpu_memory_gib - per_gpu_gib
+        fits = headroom >= 0
+    limiter = max(COMPONENTS, key=lambda c: breakdown[c])
+    return Estimate(
+        per_gpu_gib=per_gpu_gib, allocated_gib=allocated / GIB, reserved_gib=(allocated + reserve) / GIB,
+        host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
+        trainable_params=tr.params * k, total_params=anatomy.total_params(shape), fits=fits,
+        headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
+        moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
+        fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
+        gpu_memory_gib=setup.gpu_memory_gib,
+    )
+
+
+def _normalise(setup: Setup) -> Setup:
+    """Read the set-up the way the libraries will run it."""
+    changes: dict[str, Any] = {}
+    if setup.method == "lora" and setup.quantized:
+        changes["method"] = "qlora"
+    if setup.method == "qlora" and not setup.quantized:
+        changes["load_dtype"] = "nf4"
+    if setup.strategy == "single" and setup.num_gpus > 1:
+        changes["strategy"] = "ddp"
+    if setup.strategy in ("ddp", "single", "model_parallel") and setup.zero_stage:
+        changes["zero_stage"] = 0
+    return setup.replace(**changes) if changes else setup
+
+
+def _host(setup: Setup, offloaded: float, weights_bytes: float) -> tuple[float, str]:
+    """Host RAM: the larger of loading and training, over all ranks on the machine.
+
+    Without a ``device_map`` (the Trainer's usual path) ``from_pretrained``
+    materialises the whole model in CPU RAM in every rank before it moves to
+    the GPU; quantised loads and ZeRO-3's ``zero.Init`` place weights on the GPU
+    (or partition them) as they load.
+    """
+    ranks = setup.num_gpus
+    base = ranks * HOST_PROCESS_GIB * GIB
+    direct = setup.quantized or setup.strategy == "model_parallel" or (
+        setup.strategy == "deepspeed" and setup.zero_stage == 3)
+    loading = base + (0.0 if direct else ranks * weights_bytes)
+    training = base + offloaded
+    if loading > training:
+        text = (f"loading peak, {ranks} process(es) × ({HOST_PROCESS_GIB} GiB + the model's "
+                f"{weights_bytes / GIB:.2f} GiB materialised in CPU RAM) = {loading / GIB:.2f} GiB")
+    else:
+        text = (f"{ranks} process(es) × {HOST_PROCESS_GIB} GiB + offloaded states {offloaded / GIB:.2f} GiB "
+                f"(pinned) = {training / GIB:.2f} GiB")
+    return max(loading, training), text
+
+
+def assumptions(setup: Setup, tr) -> list[str]:
+    out = [
+        f"CUDA context assumed {CUDA_CONTEXT_GIB} GiB (0.3–2 GB depending on GPU, driver and libraries)",
+        f"caching-allocator reserve assumed {ALLOCATOR_RESERVE:.0%} of allocated memory",
+        f"every row padded to the full {setup.seq_len} tokens" + ("" if setup.packing else
+                                                                  " (unpacked batches pad to their longest sample)"),
+        "loss over the full vocabulary as transformers' ForCausalLMLoss computes it (no chunked or fused loss)",
+    ]
+    if setup.attention == "sdpa":
+        out.append("SDPA keys and values expanded to every query head by repeat_kv "
+                   "(transformers before 4.48, or a padding mask)")
+    if setup.adapters:
+        out.append(f"LoRA dropout {setup.lora_dropout} (a mask byte per input element)")
+        if setup.adapter_fp32:
+            out.append("LoRA adapters kept in fp32 (peft autocast_adapter_dtype=True, the default)")
+    if setup.quantized and setup.load_dtype in ("nf4", "fp4"):
+        out.append("NF4 with double quantisation" if setup.double_quant else "NF4 without double quantisation")
+        if not setup.kbit_fp32_upcast:
+            extra = (anatomy.total_params(setup.model) - anatomy.linear_weights(setup.model)) * 2 / GIB
+            out.append(f"embeddings, norms and lm_head stay 16-bit; peft's prepare_model_for_kbit_training "
+                       f"(called by TRL's SFTTrainer for k-bit models) upcasts them to fp32, {extra:.2f} GiB more")
+    if tr.missing_targets:
+        out.append(f"no module named {', '.join(tr.missing_targets)} in this model: not counted")
+    if setup.optimizer.startswith("paged"):
+        out.append("paged optimizer states counted on the GPU; under pressure they page out to host RAM")
+    if setup.objective in ("ppo", "grpo"):
+        out.append("generation's KV cache not counted (it is freed before the training step)")
+    out.append(f"host processes assumed {HOST_PROCESS_GIB} GiB each")
+    return out

@@ -1,0 +1,236 @@
+"""From the consultation's facts to a Setup, with every default made an assumption; and back.
+
+Missing inputs are filled from ``knowledge/defaults.yaml``.  The model comes
+from the caller's shape, a pasted ``config.json``, the catalog id, or a bare
+parameter count (a generic Llama-style shape), in that order.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from . import anatomy
+from .estimate import COMPONENTS, Estimate
+from .setup import Setup
+from .whatif import FIELDS
+
+DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "knowledge" / "defaults.yaml"
+
+
+@dataclass(frozen=True)
+class Assumption:
+    fact: str
+    value: Any
+    text: dict[str, str]     # {"en": ..., "zh": ...}
+
+    def say(self, lang: str = "en") -> str:
+        return self.text.get(lang) or self.text["en"]
+
+
+@dataclass(frozen=True)
+class Default:
+    fact: str
+    value: Any
+    text: dict[str, str]
+    when: dict[str, tuple[Any, ...]]
+    silent: bool
+
+
+class DefaultsError(ValueError):
+    """knowledge/defaults.yaml is malformed."""
+
+
+@functools.lru_cache(maxsize=4)
+def load_defaults(path: Path = DEFAULTS_PATH) -> tuple[Default, ...]:
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DefaultsError(f"{Path(path).name}: {exc}") from None
+    if not isinstance(raw, dict) or set(raw) != {"defaults"} or not isinstance(raw["defaults"], list):
+        raise DefaultsError(f"{Path(path).name}: expected a top-level 'defaults' list")
+    out = []
+    for i, entry in enumerate(raw["defaults"]):
+        where = f"{Path(path).name}: default #{i + 1}"
+        if not isinstance(entry, dict) or not {"fact", "value", "en", "zh"} <= set(entry):
+            raise DefaultsError(f"{where}: needs fact, value, en and zh")
+        extra = set(entry) - {"fact", "value", "en", "zh", "when", "silent"}
+        if extra:
+            raise DefaultsError(f"{where}: unknown key(s) {sorted(extra)}")
+        if entry["fact"] not in FIELDS:
+            raise DefaultsError(f"{where}: '{entry['fact']}' is not a fact the estimator reads")
+        when = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in (entry.get("when") or {}).items()}
+        out.append(Default(entry["fact"], entry["value"], {"en": entry["en"], "zh": entry["zh"]}, when,
+                           bool(entry.get("silent", False))))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- catalog hooks
+def shape_from_config_text(text: str) -> Any | None:
+    """A shape from pasted config.json text via the catalog; None if it cannot be read."""
+    try:
+        config = json.loads(text) if isinstance(text, str) else dict(text)
+    except (ValueError, TypeError):
+        return None
+    try:
+        from oomdoctor.catalog import shape_from_config
+    except ImportError:
+        return None
+    return shape_from_config(config)
+
+
+def shape_from_name(name: str) -> Any | None:
+    """A catalog shape by id, or by the catalog's name resolution."""
+    try:
+        from oomdoctor.catalog import get_model, resolve_model
+    except ImportError:
+        return None
+    try:
+        return get_model(name)
+    except KeyError:
+        return resolve_model(name)[0]
+
+
+def shape_from_size(params_b: float) -> Any | None:
+    try:
+        from oomdoctor.catalog import generic
+    except ImportError:
+        return None
+    try:
+        return generic(params_b)
+    except ValueError:
+        return None
+
+
+def gpu_memory_from_name(name: str) -> float | None:
+    try:
+        from oomdoctor.catalog import get_gpu, resolve_gpu
+    except ImportError:
+        return None
+    try:
+        gpu = get_gpu(name)
+    except KeyError:
+        gpu = resolve_gpu(name)
+    return gpu.memory_gib if gpu is not None else None
+
+
+# ---------------------------------------------------------------- facts -> Setup
+ORDER = ("model.load_dtype", "train.method", "train.precision", "train.optimizer", "train.batch_size",
+         "train.grad_accum", "train.seq_len", "train.grad_checkpointing", "train.attention", "train.packing",
+         "train.objective", "lora.rank", "lora.targets", "lora.modules_to_save", "dist.num_gpus",
+         "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param")
+LORA_FACTS = ("lora.rank", "lora.targets", "lora.modules_to_save")
+
+
+def _text(en: str, zh: str) -> dict[str, str]:
+    return {"en": en, "zh": zh}
+
+
+def _resolve_shape(values: Mapping[str, Any], shape: Any, notes: list[Assumption]) -> Any | None:
+    if shape is not None:
+        return shape
+    if values.get("model.config"):
+        found = shape_from_config_text(values["model.config"])
+        if found is not None:
+            return found
+    if values.get("model.name"):
+        found = shape_from_name(str(values["model.name"]))
+        if found is not None:
+            return found
+    if values.get("model.params_b"):
+        found = shape_from_size(values["model.params_b"])
+        if found is not None:
+            text = getattr(found, "assumption", None) or f"a Llama-style model of {values['model.params_b']}B"
+            notes.append(Assumption("model.params_b", values["model.params_b"],
+                                    _text(text, f"未知架构：按约 {values['model.params_b']}B 参数的 Llama 类稠密模型估算；"
+                                                "粘贴 config.json 可得到精确结果")))
+            return found
+    return None
+
+
+def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setup | None, list[Assumption]]:
+    """A Setup from fact values, and the assumptions that filled the gaps; ``(None, ...)`` without a model."""
+    notes: list[Assumption] = []
+    model = _resolve_shape(values, shape, notes)
+    if model is None:
+        return None, notes
+    resolved: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
+    if "train.method" not in resolved and any(f in resolved for f in LORA_FACTS):
+        resolved["train.method"] = "lora"
+    # QLoRA implies a quantised load whatever float dtype was named (torch_dtype there is the compute dtype).
+    if resolved.get("train.method") == "qlora" and resolved.get("model.load_dtype") not in (None, "nf4", "fp4",
+                                                                                           "int8"):
+        notes.append(Assumption("model.load_dtype", "nf4", _text(
+            f"QLoRA quantises the base to NF4; the {resolved['model.load_dtype']} named is its compute dtype",
+            f"QLoRA 将基座量化为 NF4；所给的 {resolved['model.load_dtype']} 是其计算精度")))
+        resolved["model.load_dtype"] = "nf4"
+    defaults = load_defaults()
+    # The method decides the load dtype's default and the load dtype the method's: settle the stated one first.
+    order = ORDER if "model.load_dtype" in resolved else ("train.method",) + ORDER
+    for fact in order:
+        if fact in resolved:
+            continue
+        if fact in LORA_FACTS and resolved.get("train.method") not in ("lora", "qlora"):
+            continue
+        entry = next((d for d in defaults if d.fact == fact and all(
+            resolved.get(k) in allowed for k, allowed in d.when.items())), None)
+        if entry is None:
+            continue
+        resolved[fact] = entry.value
+        if not entry.silent:
+            notes.append(Assumption(fact, entry.value, entry.text))
+    if resolved.get("train.method") in ("lora", "qlora"):
+        targets, missing = anatomy.resolve_targets(model, resolved.get("lora.targets") or ())
+        if not targets and missing:
+            fallback = [b.name for b in anatomy.blocks(model) if b.role == anatomy.ATTN_IN][:1]
+            notes.append(Assumption("lora.targets", fallback, _text(
+                f"this model has no {', '.join(missing)}; LoRA assumed on {', '.join(fallback)}",
+                f"该模型没有 {', '.join(missing)}；假设 LoRA 作用于 {', '.join(fallback)}")))
+            resolved["lora.targets"] = fallback
+    if resolved.get("train.method") in ("full", "freeze") and resolved.get("model.load_dtype") in ("nf4", "fp4",
+                                                                                                 "int8"):
+        notes.append(Assumption("train.method", "qlora", _text(
+            "bitsandbytes-quantised weights cannot be trained directly; LoRA adapters on them (QLoRA) assumed",
+            "bitsandbytes 量化后的权重无法直接训练；假设在其上训练 LoRA 适配器（QLoRA）")))
+        resolved["train.method"] = "qlora"
+        for fact in LORA_FACTS:
+            entry = next((d for d in defaults if d.fact == fact), None)
+            if entry is not None and fact not in resolved:
+                resolved[fact] = entry.value
+                if not entry.silent:
+                    notes.append(Assumption(fact, entry.value, entry.text))
+    gpu = resolved.get("gpu.memory_gib")
+    if gpu is None and resolved.get("gpu.name"):
+        gpu = gpu_memory_from_name(str(resolved["gpu.name"]))
+    kwargs: dict[str, Any] = {"model": model, "gpu_memory_gib": gpu,
+                              "host_ram_gib": resolved.get("host.ram_total_gib")}
+    for fact, name in FIELDS.items():
+        if fact in resolved and name not in kwargs:
+            value = resolved[fact]
+            kwargs[name] = tuple(value) if name in ("lora_targets", "modules_to_save") else value
+    if kwargs.get("strategy") == "single" and kwargs.get("num_gpus", 1) > 1:
+        kwargs["strategy"] = "ddp"
+    return Setup(**kwargs), notes
+
+
+# ---------------------------------------------------------------- Estimate -> facts
+def estimate_facts(est: Estimate) -> dict[str, Any]:
+    """The estimate as facts for the rule engine."""
+    b = est.breakdown
+    total = sum(b.values()) or 1.0
+    facts: dict[str, Any] = {
+        "estimate.per_gpu_gib": round(est.per_gpu_gib, 2),
+        "estimate.host_ram_gib": round(est.host_ram_gib, 2),
+        "estimate.dominant": max(COMPONENTS, key=lambda c: b[c]),
+        "estimate.optimizer_share": round(b["optimizer"] / total, 3),
+        "estimate.activations_share": round((b["activations"] + b["logits"]) / total, 3),
+        "estimate.fp32_master": est.fp32_master,
+    }
+    if est.fits is not None:
+        facts["estimate.fits"] = est.fits
+        facts["estimate.weights_exceed_gpu"] = est.weights_gib > (est.gpu_memory_gib or 0.0)
+    return facts

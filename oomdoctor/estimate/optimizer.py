@@ -1,0 +1,122 @@
+"""Optimizer states, fp32 master weights and the optimizer step's temporaries.
+
+Bytes of state per trainable parameter, by optimizer (``s`` = the parameter's
+bytes, since torch creates states with ``zeros_like(param)``):
+
+* ``adamw`` / ``adamw_fused`` (torch.optim.AdamW): ``exp_avg`` and
+  ``exp_avg_sq``, 2·s.  The default foreach implementation also allocates
+  ``torch._foreach_sqrt(exp_avg_sqs)``, one more state-sized temporary, during
+  ``step()`` (torch/optim/adamw.py ``_multi_tensor_adamw``); the fused kernel
+  does not.
+* ``adamw_8bit`` / ``paged_adamw_8bit`` (bitsandbytes 0.50
+  ``Optimizer2State``): two uint8 states plus one fp32 absmax per 256-element
+  block each, 2 + 2·4/256 = 2.03125 B; tensors under ``min_8bit_size`` = 4096
+  elements keep fp32 states (8 B).  Paged states (tensors ≥ 1e5 elements) live
+  in CUDA unified memory and can be evicted to host RAM under pressure.
+* ``paged_adamw_32bit``: two fp32 states, 8 B whatever the parameter dtype.
+* ``adafactor`` (transformers.optimization.Adafactor, ``beta1=None`` as the
+  Trainer builds it): for a matrix, fp32 row and column second-moment factors,
+  4·(rows + cols) per matrix; for a vector a full fp32 second moment.  Its
+  step works one tensor at a time on fp32 copies: ``grad.float()``,
+  ``p.float()`` (half parameters only) and two update-sized tensors.
+* ``sgd``: no state (momentum 0, the Trainer's ``optim="sgd"``);
+  ``sgd_momentum``: one ``momentum_buffer`` of s bytes.
+* ``lion`` (bitsandbytes ``Lion``, 32-bit): one fp32 state, 4 B; ``lion_8bit``:
+  1 + 4/256 B (fp32 below 4096 elements).
+
+Master weights: DeepSpeed (and Megatron) train half-precision parameters
+through a fp32 copy held by the optimizer, so Adam's K = 4 + 8 = 12 bytes per
+parameter (ZeRO paper, §3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import GIB, count
+from .setup import Setup
+from .trainable import Tensors, Trainable
+
+BNB_BLOCK = 256
+BNB_MIN_8BIT = 4096
+
+
+def state_bytes_per_param(optimizer: str, param_bytes: int, numel: int = 1 << 30) -> float:
+    """Optimizer state bytes for one element of a tensor of ``numel`` elements."""
+    small = numel < BNB_MIN_8BIT
+    if optimizer in ("adamw", "adamw_fused"):
+        return 2 * param_bytes
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+        return 8 if small else 2 + 2 * 4 / BNB_BLOCK
+    if optimizer == "paged_adamw_32bit":
+        return 8
+    if optimizer == "sgd":
+        return 0
+    if optimizer == "sgd_momentum":
+        return param_bytes
+    if optimizer == "lion":
+        return 4
+    if optimizer == "lion_8bit":
+        return 4 if small else 1 + 4 / BNB_BLOCK
+    if optimizer == "adafactor":
+        return 4  # a vector's full second moment; matrices are factored, see adafactor_bytes
+    raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def adafactor_bytes(group: Tensors) -> float:
+    total = 0.0
+    for rows, cols, n in group.shapes:
+        total += 4 * (rows + cols if cols else rows) * n
+    return total
+
+
+def has_master(setup: Setup) -> bool:
+    """A separate fp32 copy of the trained weights exists (DeepSpeed with bf16/fp16)."""
+    return setup.strategy == "deepspeed" and setup.precision in ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class OptimizerStates:
+    states: float
+    master: float
+    step_workspace: float
+    lines: tuple[str, ...]
+
+    @property
+    def total(self) -> float:
+        return self.states + self.master
+
+
+def optimizer_states(setup: Setup, trainable: Trainable) -> OptimizerStates:
+    opt = setup.optimizer
+    master = has_master(setup)
+    states = 0.0
+    workspace = 0.0
+    lines = []
+    for g in trainable.groups:
+        # With a master copy the optimizer updates the fp32 copy, so its states are fp32.
+        s = 4 if master else g.dtype_bytes
+        if opt == "adafactor":
+            b = adafactor_bytes(g)
+            fp32_copies = 2 if s < 4 else 0
+            workspace = max(workspace, (2 + fp32_copies) * 4 * g.largest)
+            lines.append(f"optimizer: Adafactor factored second moments, 4 B × (rows + cols) per matrix "
+                         f"= {b / GIB:.3f} GiB for {g.params:,} {g.name} params")
+        else:
+            b = 0.0
+            for rows, cols, n in g.shapes:
+                numel = rows * (cols or 1)
+                b += numel * n * state_bytes_per_param(opt, s, numel)
+            per = b / g.params if g.params else 0.0
+            lines.append(f"optimizer: {opt} states {per:.3g} B × {count(g.params)} {g.name} params = {b / GIB:.2f} GiB")
+            if opt == "adamw":
+                workspace = max(workspace, g.params * s)
+        states += b
+    master_b = 4 * trainable.params if master else 0.0
+    if master_b:
+        lines.append(f"optimizer: fp32 master weights 4 B × {count(trainable.params)} = {master_b / GIB:.2f} GiB "
+                     f"(DeepSpeed mixed precision)")
+    if workspace:
+        why = ("foreach AdamW's sqrt(exp_avg_sq) temporary" if opt == "adamw" else
+               "Adafactor's per-tensor fp32 temporaries for the largest tensor")
+        lines.append(f"optimizer step: {why} = {workspace / GIB:.2f} GiB")
+    return OptimizerStates(states, master_b, workspace, tuple(lines))

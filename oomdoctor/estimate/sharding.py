@@ -1,0 +1,159 @@
+"""How data parallelism, ZeRO and FSDP divide model states over GPUs and host RAM.
+
+ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054, §5 and Figure 1), per GPU
+over N data-parallel ranks, with 2 B half weights, 2 B half gradients and K B
+of optimizer state (K = 12 for mixed-precision Adam: fp32 master, m, v):
+
+* stage 1 (P_os):      2Ψ + 2Ψ + KΨ/N
+* stage 2 (P_os+g):    2Ψ + (2 + K)Ψ/N
+* stage 3 (P_os+g+p):  (2 + 2 + K)Ψ/N
+
+DeepSpeed's own estimators (``estimate_zero2_model_states_mem_needs``,
+``estimate_zero3_model_states_mem_needs`` in deepspeed 0.19) count 4 more bytes
+per parameter for the fp32 gradient partition the optimizer steps with
+("18 = 2 grads16 + 4 grads32 + 4 params32 + 8 optimizer states"); it is
+added here at the optimizer step.  Stage 3 computes on gathered layers: the
+current layer and the prefetched next one in half precision, and one layer's
+full gradients before they are reduce-scattered.  With CPU offload the master
+weights, states and fp32 gradients live in pinned host memory, which DeepSpeed
+sizes with ``additional_buffer_factor = 1.5``; ``offload_param`` (stage 3) moves
+the half weights there too.
+
+FSDP ``FULL_SHARD`` is ZeRO-3 with the same gathering; its CPU offload moves
+parameters, gradients and the optimizer step to the host.
+
+DDP keeps a full replica and, with ``gradient_as_bucket_view=False`` (the
+default, as accelerate passes it), communication buckets holding a second copy
+of every gradient (torch DistributedDataParallel docs: the saving of
+``gradient_as_bucket_view=True`` "will be equal to the total gradients size").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import GIB, count
+from .setup import Setup
+
+DS_BUFFER_FACTOR = 1.5          # deepspeed estimate_zero*_model_states_mem_needs(additional_buffer_factor)
+HF_ALLGATHER_BUCKET = 2e8       # transformers DeepSpeed docs' ZeRO-2 sample config (elements)
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes on one unsharded replica."""
+
+    weights: float          # all resident weights, frozen and trained
+    grads: float
+    states: float           # optimizer states
+    master: float
+    workspace: float        # the optimizer step's temporaries
+    frozen_copies: float    # reference / reward models
+    trainable_params: int
+    layer_params: int       # one decoder layer, for gathering under ZeRO-3 / FSDP
+    total_params: int
+    hidden: int
+    half: int               # bytes of the dtype layers are gathered in
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    weights: float          # resident shard / replica
+    gathered: float         # extra during forward and backward only
+    grads: float
+    grad_buffers: float     # buckets, gathered gradients
+    optimizer: float        # states + master
+    step_extra: float       # during the optimizer step only
+    host: float             # pinned host memory of offloaded states (all ranks together)
+    lines: tuple[str, ...]
+
+
+def zero_model_states(psi: float, n: int, stage: int, k: float = 12, weight_bytes: float = 2,
+                      grad_bytes: float = 2) -> float:
+    """Model-state bytes per GPU in the ZeRO paper's form (Figure 1)."""
+    if stage == 0:
+        return (weight_bytes + grad_bytes + k) * psi
+    if stage == 1:
+        return weight_bytes * psi + grad_bytes * psi + k * psi / n
+    if stage == 2:
+        return weight_bytes * psi + (grad_bytes + k) * psi / n
+    if stage == 3:
+        return (weight_bytes + grad_bytes + k) * psi / n
+    raise ValueError(f"ZeRO stage must be 0-3, got {stage}")
+
+
+def per_gpu(setup: Setup, m: ModelStates) -> PerGpu:
+    n = setup.num_gpus
+    opt = m.states + m.master
+    lines: list[str] = []
+    if setup.strategy == "deepspeed":
+        return _deepspeed(setup, m, n, opt, lines)
+    if setup.strategy == "fsdp" and n >= 1:
+        return _fsdp(setup, m, n, opt, lines)
+    buckets = 0.0
+    if setup.strategy in ("ddp", "single") and n > 1 and m.grads:
+        buckets = m.grads
+        lines.append(f"gradients: DDP communication buckets, a second copy of the gradients "
+                     f"= {buckets / GIB:.2f} GiB (gradient_as_bucket_view=False)")
+    return PerGpu(m.weights + m.frozen_copies, 0.0, m.grads, buckets, opt, m.workspace, 0.0, tuple(lines))
+
+
+def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
+    stage = setup.zero_stage
+    shard = n if stage >= 1 else 1
+    weights = m.weights + m.frozen_copies
+    gathered = 0.0
+    grads = m.grads
+    buffers = 0.0
+    host = 0.0
+    fp32_grads = 4 * m.trainable_params / shard
+    if stage >= 2:
+        grads = m.grads / n
+        buffers = m.hidden ** 2 * m.half   # reduce_bucket_size "auto" = hidden² in the HF integration
+    if stage in (1, 2):
+        buffers += HF_ALLGATHER_BUCKET * m.half
+    if stage == 3:
+        weights = weights / n
+        gathered = 2 * m.layer_params * m.half
+        buffers += _layer_grads(m)
+        lines.append(f"weights: ZeRO-3 gathers the current and the prefetched layer, 2 × {m.layer_params:,} "
+                     f"params × {m.half} B = {gathered / GIB:.2f} GiB")
+    optimizer = opt / shard
+    workspace = m.workspace / shard
+    if stage >= 1:
+        lines.append(f"ZeRO-{stage} over {n} GPUs: optimizer states{' and gradients' if stage >= 2 else ''}"
+                     f"{' and weights' if stage == 3 else ''} divided by {n}")
+    if setup.offload_optimizer != "none" and stage >= 1:
+        pinned = (opt + 4 * m.trainable_params) * DS_BUFFER_FACTOR
+        host += pinned if setup.offload_optimizer == "cpu" else 0.0
+        lines.append(f"offload: optimizer states, fp32 master and fp32 gradients to {setup.offload_optimizer}"
+                     f" = {(opt + 4 * m.trainable_params) / GIB:.2f} GiB × {DS_BUFFER_FACTOR} (DeepSpeed's "
+                     f"buffer factor)" + (" in host RAM" if setup.offload_optimizer == "cpu" else " on disk"))
+        optimizer, workspace, fp32_grads = 0.0, 0.0, 0.0
+    if setup.offload_param != "none" and stage == 3:
+        if setup.offload_param == "cpu":
+            host += (m.weights + m.frozen_copies) * DS_BUFFER_FACTOR
+        lines.append(f"offload: parameters to {setup.offload_param}; the GPU keeps only gathered layers")
+        weights = 0.0
+    if fp32_grads:
+        lines.append(f"optimizer step: DeepSpeed's fp32 gradient partition 4 B × {count(m.trainable_params)}"
+                     f"{f' / {shard}' if shard > 1 else ''} = {fp32_grads / GIB:.2f} GiB")
+    return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines))
+
+
+def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
+    weights = (m.weights + m.frozen_copies) / n
+    gathered = 2 * m.layer_params * m.half
+    unit_grads = _layer_grads(m)
+    lines.append(f"FSDP full_shard over {n} GPUs: weights, gradients and optimizer states divided by {n}; "
+                 f"two layers gathered ({gathered / GIB:.2f} GiB)")
+    if setup.offload_param != "none" or setup.offload_optimizer != "none":
+        host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
+        lines.append(f"offload: FSDP CPUOffload keeps parameters, gradients and the optimizer step in host RAM "
+                     f"= {host / GIB:.2f} GiB")
+        return PerGpu(0.0, gathered, 0.0, unit_grads, 0.0, 0.0, host, tuple(lines))
+    return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines))
+
+
+def _layer_grads(m: ModelStates) -> float:
+    """One layer's gradients before they are reduce-scattered (its share of all gradients)."""
+    return m.grads * m.layer_params / max(m.total_params, 1)

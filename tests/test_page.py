@@ -1,0 +1,226 @@
+"""The web page without JavaScript: form post → question → answer → report, in both languages."""
+from __future__ import annotations
+
+import html
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACEBACK = (ROOT / "tests" / "corpus" / "alpaca-76-full-ft-4x-a10.log").read_text(encoding="utf-8")
+LABEL = {"en": "Log, traceback or training arguments", "zh": "日志、traceback 或训练参数"}
+MAX_QUESTIONS = 10
+
+
+def _html(resp) -> str:
+    return resp.get_data(as_text=True)
+
+
+def _start(client, lang: str = "en", **data) -> str:
+    resp = client.post(f"/?lang={lang}", data={"message": TRACEBACK, **data})
+    assert resp.status_code == 303, _html(resp)[:500]
+    location = resp.headers["Location"]
+    assert re.fullmatch(rf"/c/[0-9a-f]{{32}}\?lang={lang}", location)
+    return location
+
+
+def _first_choice(page: str) -> str | None:
+    match = re.search(r'name="choice" id="choice-1" value="([^"]*)"', page)
+    return html.unescape(match.group(1)) if match else None
+
+
+def _to_report(client, url: str, skip: bool = False) -> tuple[str, list[str]]:
+    """Answer every question with its first option (or skip) until the report; the page and the questions."""
+    asked = []
+    for _ in range(MAX_QUESTIONS):
+        page = _html(client.get(url))
+        if 'class="report"' in page:
+            return page, asked
+        legend = re.search(r"<legend>(.*?)</legend>", page, re.S)
+        assert legend, page[:2000]
+        asked.append(html.unescape(legend.group(1)))
+        choice = _first_choice(page)
+        data = {"skip": "1"} if skip or choice is None else {"choice": choice}
+        resp = client.post(url, data=data)
+        assert resp.status_code == 303 and resp.headers["Location"] == url
+    raise AssertionError(f"no report after {MAX_QUESTIONS} questions: {asked}")
+
+
+def test_index_is_an_accessible_form(client):
+    page = _html(client.get("/?lang=en"))
+    assert '<html lang="en">' in page
+    assert f'<label for="message">{LABEL["en"]}</label>' in page
+    assert 'id="message" name="message"' in page
+    assert '<label for="logfile">' in page and 'type="file" id="logfile"' in page
+    assert 'enctype="multipart/form-data"' in page
+    assert 'hreflang="zh"' in page and 'aria-current="true"' in page
+    # No inline script or style: a strict Content-Security-Policy will not need 'unsafe-inline'.
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", page) == []
+    assert "style=" not in page and "<style" not in page and " on" + "click=" not in page
+    assert client.get("/static/page.js").status_code == 200
+    assert client.get("/static/page.css").status_code == 200
+
+
+def test_index_in_chinese(client):
+    page = _html(client.get("/?lang=zh"))
+    assert '<html lang="zh-CN">' in page
+    assert LABEL["zh"] in page and "开始诊断" in page
+
+
+def test_language_from_the_browser(client):
+    assert '<html lang="zh-CN">' in _html(client.get("/", headers={"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.5"}))
+    assert '<html lang="en">' in _html(client.get("/", headers={"Accept-Language": "en-GB"}))
+
+
+def test_question_is_a_form_with_options_free_text_and_skip(client):
+    url = _start(client)
+    page = _html(client.get(url))
+    assert 'class="question"' in page
+    assert "<fieldset>" in page and "<legend>" in page
+    assert 'type="radio" name="choice" id="choice-1"' in page and '<label for="choice-1">' in page
+    assert '<label for="message">' in page
+    assert 'name="skip"' in page
+    assert "CUDA out of memory" in page  # what the user sent stays on the page
+
+
+def test_english_flow_to_report_with_chart(client):
+    url = _start(client)
+    page, asked = _to_report(client, url)
+    assert asked, "the traceback alone should lead to at least one question"
+    assert "OOM Doctor report" in page
+    assert page.count("<svg") == 1 and 'role="img"' in page
+    assert "GPU capacity" in page
+    assert '<ol class="remedies">' in page and "<pre" in page
+    # The transcript shows what was asked and answered.
+    assert "OOM Doctor asked:" in page
+
+
+def test_chinese_flow_to_report_with_chart(client):
+    url = _start(client, "zh")
+    page, asked = _to_report(client, url)
+    assert any(re.search(r"[\u4e00-\u9fff]", q) for q in asked)
+    assert '<html lang="zh-CN">' in page
+    assert "OOM Doctor 诊断报告" in page and "<svg" in page and "GPU 容量" in page
+
+
+def test_skipping_every_question_still_reports(client):
+    url = _start(client)
+    page, asked = _to_report(client, url, skip=True)
+    assert asked
+    assert "OOM Doctor report" in page
+    assert "Assumptions" in page
+
+
+def test_report_can_take_more_details(client):
+    url = _start(client)
+    _to_report(client, url)
+    resp = client.post(url, data={"message": "per_device_train_batch_size=1, gradient_checkpointing=True"})
+    assert resp.status_code == 303
+    page = _html(client.get(url))
+    assert "gradient_checkpointing=True" in page
+
+
+@pytest.mark.parametrize("lang, text, expected", [
+    ("en", "   \n ", "The message is empty"),
+    ("zh", "   \n ", "消息为空"),
+    ("en", "oops\x00binary", "not text"),
+])
+def test_errors_keep_the_text(client, lang, text, expected):
+    resp = client.post(f"/?lang={lang}", data={"message": text})
+    assert resp.status_code == 400
+    page = _html(resp)
+    assert expected in page and 'role="alert"' in page and 'aria-invalid="true"' in page
+    assert f">{html.escape(text, quote=False)}</textarea>" in page
+
+
+def test_too_large_keeps_the_text(tmp_path):
+    from oomdoctor.web import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "db.sqlite3"), "MAX_MESSAGE_BYTES": 1000})
+    text = "CUDA out of memory " * 60
+    resp = app.test_client().post("/?lang=en", data={"message": text})
+    assert resp.status_code == 413
+    page = _html(resp)
+    assert "the limit is 1000 bytes" in page
+    assert text in page
+
+
+def test_a_body_over_the_request_limit_gets_the_page_not_json(tmp_path):
+    from oomdoctor.web import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "db.sqlite3"), "MAX_MESSAGE_BYTES": 1000})
+    resp = app.test_client().post("/?lang=en", data={"message": "x" * 200_000})
+    assert resp.status_code == 413
+    assert "text/html" in resp.content_type and "the limit is 1000 bytes" in _html(resp)
+
+
+def test_file_upload(client):
+    resp = client.post("/?lang=en", data={"message": "", "logfile": (io.BytesIO(TRACEBACK.encode()), "train.log")},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 303
+    assert "23.70 GiB total capacity" in _html(client.get(resp.headers["Location"]))
+
+
+def test_file_upload_is_appended_to_the_text(client):
+    resp = client.post("/?lang=en", data={"message": "Llama-2-7B full fine-tuning",
+                                          "logfile": (io.BytesIO(TRACEBACK.encode()), "train.log")},
+                       content_type="multipart/form-data")
+    page = _html(client.get(resp.headers["Location"]))
+    assert "Llama-2-7B full fine-tuning" in page and "23.70 GiB total capacity" in page
+
+
+def test_binary_file_is_refused_with_the_text_kept(client):
+    resp = client.post("/?lang=en", data={"message": "my notes", "logfile": (io.BytesIO(b"\xff\xfe\x00\x01"), "x.bin")},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 400
+    assert "not text" in _html(resp) and ">my notes</textarea>" in _html(resp)
+
+
+def test_answer_needs_something(client):
+    url = _start(client)
+    resp = client.post(url, data={"message": "  "})
+    assert resp.status_code == 400
+    page = _html(resp)
+    assert "Choose an option" in page and 'class="question"' in page
+
+
+def test_unknown_consultation(client):
+    resp = client.get("/c/" + "0" * 32)
+    assert resp.status_code == 404
+    assert "No consultation with that id" in _html(resp)
+    assert client.post("/c/" + "0" * 32 + "?lang=en", data={"choice": "LoRA"}).status_code == 404
+
+
+def test_user_text_is_escaped(client):
+    resp = client.post("/?lang=en", data={"message": TRACEBACK + "\n<script>alert(1)</script>"})
+    page = _html(client.get(resp.headers["Location"]))
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_json_for_javascript(client):
+    resp = client.post("/?lang=en", data={"message": TRACEBACK}, headers={"Accept": "application/json"})
+    assert resp.status_code == 200
+    body = resp.get_json()
+    assert re.fullmatch(r"[0-9a-f]{32}", body["id"])
+    assert body["url"] == f"/c/{body['id']}?lang=en"
+    assert body["status"] in ("question", "report")
+    assert 'id="reply-heading"' in body["html"] and "<html" not in body["html"]
+
+    bad = client.post("/?lang=zh", data={"message": " "}, headers={"Accept": "application/json"})
+    assert bad.status_code == 400 and bad.get_json()["error"].startswith("消息为空")
+
+
+def test_page_consultations_are_in_the_store(app, client):
+    url = _start(client)
+    cid = url.split("/")[2].split("?")[0]
+    from oomdoctor.storage import Store
+
+    store = Store(app.config["DATABASE"], migrate=False)
+    try:
+        record = store.get(cid)
+    finally:
+        store.close()
+    assert record["channel"] == "web" and record["turns"] == 1
