@@ -88,18 +88,17 @@ def extract(text: str) -> Iterator[Finding]:
         yield Finding("oom.total_gib", _gib(mps, 5), detail)
         yield Finding("oom.tried_gib", _gib(mps, 7), detail)
         return
-    head = _HEAD.search(text)
-    if not head:
-        unwrapped = _unwrapped(text)
-        head_u = _HEAD.search(unwrapped)
-        if head_u:
-            yield from _pytorch(unwrapped, head_u)
-        else:
-            yield from _other_stacks(text)
-        yield from _all_parentheses(text)
-        return
-    yield from _pytorch(text, head)
-    yield from _all_parentheses(text)
+    found: dict[str, Finding] = {}
+    head, head_text = _search(_HEAD, text, _unwrapped(text))
+    findings = _pytorch(head_text, head) if head else _other_stacks(text)
+    for finding in findings:
+        found.setdefault(finding.name, finding)
+    # A log may hold several old-wording messages: the largest share used outside PyTorch among them.
+    worst = _worst_outside(text)
+    current = found.get("oom.outside_pytorch_gib")
+    if worst is not None and (current is None or worst.value > current.value):
+        found["oom.outside_pytorch_gib"] = worst
+    yield from found.values()
 
 
 def _pytorch(text: str, head: re.Match) -> Iterator[Finding]:
@@ -108,13 +107,17 @@ def _pytorch(text: str, head: re.Match) -> Iterator[Finding]:
     yield Finding("oom.tried_gib", tried, detail)
     window = text[head.end(): head.end() + _WINDOW]
     flat = _unwrapped(window)
-    free = reserved = allocated = unallocated = total = None
+    free = reserved = allocated = total = None
     old, old_text = _search(_OLD, window, flat)
     new, new_text = _search(_NEW_TOTAL, window, flat)
-    old_first = old is not None and (new is None or old_text is not new_text or old.start() < new.start())
-    if old is not None and new is not None and old_text is not new_text:
-        old_first = old_text is window  # the one read from the text as it is wins
-    if old_first:
+    if old is not None and new is not None:
+        if old_text is new_text:
+            use_old = old.start() < new.start()
+        else:
+            use_old = old_text is window  # what reads from the text as it is comes first
+    else:
+        use_old = old is not None
+    if use_old:
         where = snippet(old_text, old.start(), old.end())
         allocated, free, cached = _gib(old, 4), _gib(old, 6), _gib(old, 8)
         total = _gib(old, 2)
@@ -126,15 +129,12 @@ def _pytorch(text: str, head: re.Match) -> Iterator[Finding]:
         if free is not None:
             yield Finding("oom.free_gib", free, where)
         if cached is not None:
-            if old.group(10).lower() == "cached" and cached < allocated:
-                # PyTorch 1.0-1.3 printed the cache beyond live tensors as "cached"; reserved is at least allocated.
-                unallocated, reserved = cached, allocated + cached
-            else:
-                reserved = cached
-                unallocated = max(reserved - allocated, 0.0)
-                yield Finding("oom.reserved_gib", reserved, where)
-            if old.group(10).lower() == "cached" and cached < allocated:
-                yield Finding("oom.reserved_gib", round(reserved, 6), where)
+            # PyTorch 1.0-1.3 printed as "cached" the cache beyond live tensors; what is reserved is never
+            # less than what is allocated, so a smaller "cached" figure is that extra part.
+            extra = old.group(10).lower() == "cached" and cached < allocated
+            reserved = allocated + cached if extra else cached
+            unallocated = cached if extra else max(reserved - allocated, 0.0)
+            yield Finding("oom.reserved_gib", round(reserved, 6) if extra else reserved, where)
             # The old wording has no "reserved but unallocated"; it is the difference.
             yield Finding("oom.reserved_unallocated_gib", round(unallocated, 6), where)
             if reserved > 0:
@@ -204,8 +204,7 @@ def _processes(sizes: list[float], this_listed: bool, reserved: float | None) ->
     yield Finding("oom.other_processes_gib", round(sum(others), 4), f"{len(others)} other process(es) listed")
 
 
-def _all_parentheses(text: str) -> Iterator[Finding]:
-    """A log may hold several old-wording messages; the largest share used outside PyTorch among them."""
+def _worst_outside(text: str) -> Finding | None:
     worst = None
     for match in _OLD.finditer(text):
         total, allocated, free, cached = _gib(match, 2), _gib(match, 4), _gib(match, 6), _gib(match, 8)
@@ -215,8 +214,7 @@ def _all_parentheses(text: str) -> Iterator[Finding]:
         outside = max(total - free - reserved, 0.0)
         if worst is None or outside > worst[0]:
             worst = (outside, snippet(text, match.start(), match.end()))
-    if worst is not None:
-        yield Finding("oom.outside_pytorch_gib", round(worst[0], 4), worst[1])
+    return None if worst is None else Finding("oom.outside_pytorch_gib", round(worst[0], 4), worst[1])
 
 
 def _other_stacks(text: str) -> Iterator[Finding]:

@@ -1,4 +1,4 @@
-"""Host-side kills: exit codes and the kernel's OOM-killer lines."""
+"""Host-side kills: exit codes, the kernel's OOM-killer lines and task dump, and host RAM a log reports."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,8 @@ from typing import Iterator
 from . import Finding, snippet
 
 NAME = "host_kill"
-PRODUCES = {"process.exit_code", "host.oom_killed", "host.killed_rss_gib"}
+PRODUCES = {"process.exit_code", "host.oom_killed", "host.killed_rss_gib", "host.ram_used_gib", "host.ram_used_ratio",
+            "host.ram_total_gib", "host.memory_pressure"}
 
 _EXIT = re.compile(
     r"(?:exit ?code|exitcode|return ?code|returncode|exit status|exited with code)\s{0,3}[:=]?\s{0,3}(-?\d{1,3})\b"
@@ -17,6 +18,16 @@ _EXIT = re.compile(
 _SIGNALS = {"KILL": -9, "SEGV": -11, "BUS": -7, "ABRT": -6}
 _KILLED = re.compile(r"Out of memory: Kill(?:ed)? process\s{1,3}\d{1,10}", re.IGNORECASE)
 _RSS = re.compile(r"anon-rss:\s{0,2}(\d{1,15})kB", re.IGNORECASE)
+# The OOM killer's task dump, one line per process:
+# "[17798674.374495] [ 202779]  1000 202779 274650088 243385180 1957441536     7930          -998 python"
+# (pid, uid, tgid, total_vm, rss in pages, pgtables_bytes, swapents, oom_score_adj, name). Nothing else prints it.
+_TASK = re.compile(r"^\[\s{0,12}\d{1,10}\.\d{1,9}\]\s{1,4}\[\s{0,10}\d{1,10}\]\s{1,12}\d{1,10}\s{1,12}\d{1,10}\s{1,12}"
+                   r"\d{1,15}\s{1,12}(\d{1,15})\s{1,12}\d{1,15}\s{1,12}\d{1,15}\s{1,12}-?\d{1,5}\s{1,4}\S{1,40}\s{0,4}$",
+                   re.MULTILINE)
+# DeepSpeed's see_memory_usage: "CPU Virtual Memory:  used = 28.43 GB, percent = 22.6%" (psutil, GiB).
+_DS_CPU = re.compile(r"CPU Virtual Memory:\s{1,4}used\s{0,2}=\s{0,2}(\d{1,6}(?:\.\d{1,3})?)\s{0,2}GB,\s{0,2}"
+                     r"percent\s{0,2}=\s{0,2}(\d{1,3}(?:\.\d{1,2})?)%")
+_PAGE = 4096
 
 
 def extract(text: str) -> Iterator[Finding]:
@@ -39,3 +50,21 @@ def extract(text: str) -> Iterator[Finding]:
         rss = _RSS.search(text, killed.start(), killed.start() + 400)
         if rss:
             yield Finding("host.killed_rss_gib", round(int(rss.group(1)) / 2**20, 3), snippet(text, rss.start(), rss.end()))
+    tasks = list(_TASK.finditer(text))
+    if len(tasks) >= 2:
+        largest = max(tasks, key=lambda m: int(m.group(1)))
+        detail = f"OOM-killer task dump, {len(tasks)} processes"
+        yield Finding("host.oom_killed", True, detail)
+        yield Finding("host.killed_rss_gib", round(int(largest.group(1)) * _PAGE / 2**30, 3),
+                      snippet(text, largest.start(), largest.end()))
+    usage = list(_DS_CPU.finditer(text))
+    if usage:
+        last = usage[-1]
+        used, percent = float(last.group(1)), max(float(m.group(2)) for m in usage)
+        detail = snippet(text, last.start(), last.end())
+        yield Finding("host.ram_used_gib", used, detail)
+        yield Finding("host.ram_used_ratio", round(percent / 100, 4), detail)
+        if float(last.group(2)) >= 1:
+            yield Finding("host.ram_total_gib", round(used * 100 / float(last.group(2)), 1), detail)
+        if percent >= 80:
+            yield Finding("host.memory_pressure", True, detail)

@@ -14,4 +14,12 @@ from . import verify
 bp = Blueprint("slack", __name__, url_prefix="/slack")
 bp.before_request(verify.signed_by_slack)
 
+
+@bp.record_once
+def _keep_raw_body(state) -> None:
+    # The signature covers the raw bytes. An app-wide hook that reads request.form first
+    # (the rate limiter keys Slack requests by team and user) would consume them, so the
+    # very first hook of every request under /slack/ caches the body before anything else.
+    state.app.before_request_funcs.setdefault(None, []).insert(0, verify.cache_raw_body)
+
 from . import commands, interactions  # noqa: E402,F401  (they add their routes to bp)

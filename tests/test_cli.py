@@ -1,0 +1,66 @@
+"""The command line, run as users run it: a subprocess with files and pipes."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "oomdoctor", *args], cwd=ROOT, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_diagnose_file_json():
+    out = run("diagnose", str(LOGS / "oom_killer.txt"), "--json")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["oom_kind"] == "host" and reply["questions"] == []
+    assert reply["diagnoses"][0]["id"] == "host_oom_killer"
+
+
+def test_diagnose_stdin_in_chinese():
+    out = run("diagnose", "-", "--lang", "zh", stdin=(LOGS / "cuda_oom_new.txt").read_text())
+    assert out.returncode == 0
+    assert "显存" in out.stdout and "## " in out.stdout
+
+
+def test_diagnose_rejects_binary(tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\x01\x02" * 100)
+    out = run("diagnose", str(junk))
+    assert out.returncode != 0 and "NUL" in out.stderr
+
+
+def test_estimate_json_answers_the_inputs():
+    out = run("estimate", "--json", "--model", "Meta-Llama-3.1-8B", "--method", "full", "--batch-size", "1",
+              "--seq-len", "2048", "--gpu", "a100 40g", "--optimizer", "adamw_8bit", "--zero-stage", "3",
+              "--num-gpus", "4", "--strategy", "deepspeed", "--grad-checkpointing", "true")
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)["estimate"]
+    assert est["gpu_capacity_gib"] < 41 and est["per_gpu_gib"] > 0
+    assert set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "overhead"}
+
+
+def test_estimate_8b_full_adamw_is_far_above_40gb():
+    out = run("estimate", "--model", "llama-3-8b", "--method", "full", "--load-dtype", "bf16", "--strategy", "deepspeed")
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    per_gpu = float(first.split("per GPU: ")[1].split(" GiB")[0])
+    assert per_gpu > 100
+    assert "16 B per trained parameter" in out.stdout
+
+
+def test_estimate_bad_input():
+    out = run("estimate", "--model", "definitely-not-a-model")
+    assert out.returncode == 2 and "unknown model" in out.stderr
+
+
+def test_chat_conversation_through_a_pipe():
+    script = (LOGS / "cuda_oom_new.txt").read_text() + "\n\nllama-3-8b lora seq 2048 batch 4 on a 4090\n\nskip\n\nskip\n\n/quit\n"
+    out = run("chat", stdin=script)
+    assert out.returncode == 0, out.stderr
+    assert "Which model" in out.stdout
+    assert "Remedies" in out.stdout and "estimate after" in out.stdout

@@ -1,0 +1,40 @@
+"""The question policy: ask what changes the answer, once, and not too often."""
+from oomdoctor.consultation import State, default
+from oomdoctor.engine import Provenance, WorkingMemory
+
+C = default()
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+       "23.65 GiB of which 1.02 GiB is free. Of the allocated memory 20.88 GiB is allocated by PyTorch, and 0.28 GiB "
+       "is reserved by PyTorch but unallocated.")
+
+
+def test_estimate_questions_in_priority_order():
+    state, reply = C.take_turn(State(), OOM)
+    assert reply["questions"][0]["id"] == "ask_model"
+    state, reply = C.take_turn(state, "Mistral 7B")
+    assert reply["questions"][0]["id"] == "ask_method"
+
+
+def test_known_facts_are_not_asked():
+    state, reply = C.take_turn(State(), OOM + "\nmodel: llama-3-8b, lora, seq len 1024, per_device_train_batch_size=2")
+    ids = [q["id"] for q in reply["questions"]]
+    assert not {"ask_model", "ask_method", "ask_seq_len", "ask_batch_size"} & set(ids)
+
+
+def test_diagnosis_question_only_when_it_can_change_the_top_diagnosis():
+    # Host failure under DeepSpeed: whether offload is on changes the cause, so it is worth asking.
+    text = "DeepSpeedZeroOptimizer_Stage3\n[ERROR] exits with return code = -9\nOut of memory: Killed process 77 (python)"
+    state, reply = C.take_turn(State(), text)
+    assert reply["questions"] and reply["questions"][0]["id"] in ("ask_offload", "ask_num_gpus")
+
+
+def test_unreadable_answer_counts_as_unknown_and_moves_on():
+    state, reply = C.take_turn(State(), OOM)
+    state, reply = C.take_turn(state, "hmm, the one from the company wiki")
+    assert "model.name" in state.unknown
+    assert "not_understood" in reply["notes"]
+
+
+def test_one_shot_never_asks():
+    reply = C.diagnose(OOM)
+    assert reply["questions"] == [] and reply["status"] == "report"
