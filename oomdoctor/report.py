@@ -40,6 +40,13 @@ def estimate_dict(estimation, capacity: float | None) -> dict[str, Any] | None:
     return out
 
 
+def _capacity(evaluation, values: dict[str, Any]) -> float | None:
+    """The GPU memory the estimate was held against (a stated card, or what the OOM message reported)."""
+    if evaluation.estimation is not None and getattr(evaluation.estimation.setup, "gpu_memory_gib", None):
+        return evaluation.estimation.setup.gpu_memory_gib
+    return values.get("gpu.memory_gib")
+
+
 def _breakdown(estimation) -> dict[str, float] | None:
     if estimation is None:
         return None
@@ -128,7 +135,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "facts": [f.as_dict() for f in memory],
         "diagnoses": diagnoses,
         "questions": [question_dict(question, lang)] if question is not None else [],
-        "estimate": estimate_dict(evaluation.estimation, values.get("gpu.memory_gib")),
+        "estimate": estimate_dict(evaluation.estimation, _capacity(evaluation, values)),
         "remedies": remedies,
         "plans": plans,
         "assumptions": _assumptions(evaluation, state, kb, lang),
