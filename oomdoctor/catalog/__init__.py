@@ -13,6 +13,8 @@ Public API::
         CatalogError, ShapeError, UnsupportedModelType,
     )
 """
+import re
+
 
 from .fuzzy import ModelMention, find_models_in_text, normalize_tokens, resolve_model
 from .gpus import (
@@ -61,14 +63,63 @@ def resolve_gpu_id(text: str) -> str | None:
     return gpu.id if gpu is not None else None
 
 
+_PIECE = 4000
+_OVERLAP = 200
+# Lines worth handing to the (slower) token scanners, found with str.find, which
+# runs at memory speed even on a 10 MiB log. Every model id starts with its family's
+# name; a card is named by a vendor word or part number, or by a consumer number
+# that the same line calls a card ("on a 4090", "2x3090", "4090显卡").
+_MODEL_WORDS = ("baichuan", "chatglm", "deepseek", "gemma", "glm", "internlm", "llama", "mistral", "mixtral", "phi",
+                "qwen", "yi-", "yi ")
+_GPU_WORDS = ("nvidia", "geforce", "rtx", "gtx", "tesla", "quadro", "radeon", "instinct", "gaudi", "a10", "a30",
+              "a40", "a800", "h100", "h800", "h20", "b200", "gh200", "l4", "t4", "v100", "p100", "mi250", "mi300")
+_CARD_NUMBERS = ("2080", "3060", "3070", "3080", "3090", "4060", "4070", "4080", "4090", "5080", "5090")
+_CARD_CONTEXT = re.compile(r"(?i)(?:\b(?:on|a|an|with|my|two|four|eight|single)\s{0,2}|\d\s{0,2}[x×*]\s{0,2}|单卡|张|块)"
+                           r"\d{4}\b|\b\d{4}\s{0,2}(?:ti|super|d)?\s{0,2}(?:显卡|卡|gpu|card)")
+
+
+def _lines_with(text: str, lowered: str, words: tuple[str, ...]) -> dict[int, str]:
+    """Start offset -> line, for every line that holds one of the words (long lines cut around it)."""
+    found: dict[int, str] = {}
+    for word in words:
+        pos = lowered.find(word)
+        while pos >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            if end - start > _PIECE:
+                start, end = max(start, pos - _OVERLAP), min(end, pos + _PIECE)
+            found.setdefault(start, text[start:end])
+            pos = lowered.find(word, max(end, pos + 1))
+    return found
+
+
+def _pieces(found: dict[int, str]) -> list[str]:
+    """Distinct candidate lines in order of appearance: a log repeats its lines thousands of times."""
+    seen: set[str] = set()
+    out = []
+    for _, line in sorted(found.items()):
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    return out
+
+
 def find_model_mentions(text: str) -> list[tuple[str, str]]:
-    """``(model id, matched text)`` for each model named in ``text``."""
-    return [(m.shape.id, m.text) for m in find_models_in_text(text)]
+    """``(model id, matched text)`` for each model named in ``text``, in order of first appearance."""
+    lines = _pieces(_lines_with(text, text.lower(), _MODEL_WORDS))
+    return [(m.shape.id, m.text) for piece in lines for m in find_models_in_text(piece)]
 
 
 def find_gpu_mentions(text: str) -> list[tuple[str, float, str]]:
-    """``(gpu id, memory GiB, matched text)`` for each GPU named in ``text``."""
-    return [(m.gpu.id, round(m.gpu.memory_mib / 1024, 4), m.text) for m in find_gpus_in_text(text)]
+    """``(gpu id, memory GiB, matched text)`` for each GPU named in ``text``, in order of first appearance."""
+    lowered = text.lower()
+    found = _lines_with(text, lowered, _GPU_WORDS)
+    for start, line in _lines_with(text, lowered, _CARD_NUMBERS).items():
+        if _CARD_CONTEXT.search(line):
+            found.setdefault(start, line)
+    return [(m.gpu.id, round(m.gpu.memory_mib / 1024, 4), m.text)
+            for piece in _pieces(found) for m in find_gpus_in_text(piece)]
 
 
 __all__ = [
