@@ -75,7 +75,7 @@ _GPU_WORDS = ("nvidia", "geforce", "rtx", "gtx", "tesla", "quadro", "radeon", "i
               "a40", "a800", "h100", "h800", "h20", "b200", "gh200", "l4", "t4", "v100", "p100", "mi250", "mi300")
 _CARD_NUMBERS = ("2080", "3060", "3070", "3080", "3090", "4060", "4070", "4080", "4090", "5080", "5090")
 _CARD_CONTEXT = re.compile(r"(?i)(?:\b(?:on|a|an|with|my|two|four|eight|single)\s{0,2}|\d\s{0,2}[x×*]\s{0,2}|单卡|张|块)"
-                           r"\d{4}\b|\b\d{4}\s{0,2}(?:ti|super|d)?\s{0,2}(?:显卡|卡|gpu|card)")
+                           r"\d{4}(?!\d)|\b\d{4}\s{0,2}(?:ti|super|d)?\s{0,2}(?:显卡|卡|gpu|card)")
 
 
 def _lines_with(text: str, lowered: str, words: tuple[str, ...]) -> dict[int, str]:
