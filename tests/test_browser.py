@@ -99,6 +99,7 @@ def test_paste_answer_report_with_javascript(browser, live_server):
     context, page = _page(browser, js=True)
     page.goto(live_server.url + "/?lang=en")
     assert page.locator("html").get_attribute("lang") == "en"
+    _shot(page, "js-en-index")
     page.get_by_label("Log, traceback or training arguments").fill(TRACEBACK)
     page.get_by_role("button", name="Diagnose").click()
     asked = _answer_until_report(page, "js-en")
@@ -107,7 +108,15 @@ def test_paste_answer_report_with_javascript(browser, live_server):
     # JavaScript added copy buttons; focus moved to the new heading for screen readers.
     assert page.locator(".code button.copy").count() == page.locator(".code pre").count()
     assert page.evaluate("document.activeElement.id") == "reply-heading"
+    assert page.title().startswith("OOM Doctor report")
     _shot(page, "js-en-report")
+    # The language switch follows the new address; the conversation reloads in Chinese chrome.
+    page.get_by_role("link", name="中文").click()
+    page.wait_for_selector("html[lang=zh-CN]")
+    assert "/c/" in page.url and page.locator("article.report").count() == 1
+    # Back goes to the previous state of the page.
+    page.go_back()
+    page.wait_for_selector("article.report")
     context.close()
 
 
@@ -156,6 +165,8 @@ def test_error_keeps_the_text(browser, live_server, js):
     assert "empty" in error.inner_text()
     assert page.get_by_label("Log, traceback or training arguments").input_value() == "   \n  "
     assert page.get_by_label("Log, traceback or training arguments").get_attribute("aria-invalid") == "true"
+    assert "error" in page.get_by_label("Log, traceback or training arguments").get_attribute("aria-describedby").split()
+    _shot(page, f"{'js' if js else 'nojs'}-en-error")
     context.close()
 
 

@@ -237,3 +237,20 @@ def test_fit_drops_least_important_first_and_says_so():
 def test_fit_never_drops_what_must_stay():
     groups = [(blocks.KEEP_ALWAYS, [blocks.section(f"d{i}")]) for i in range(70)]
     assert len(blocks._fit(groups, "trimmed")) == blocks.MAX_BLOCKS
+
+
+def with_limits_and_plans(reply: dict) -> dict:
+    reply["estimate"].update(smallest_gpu={"id": "h100-80gb", "memory_gib": 79.65}, max_batch_size=2,
+                             max_seq_len=1024, min_gpus=6)
+    reply["plans"] = [{"remedies": ["a", "b"], "titles": ["Plan A", "Plan B"], "estimate_after_gib": 20.1,
+                       "fits_after": True, "batch_size": 2, "grad_accum": 8}]
+    return reply
+
+
+def test_report_shows_limits_and_plans(kb):
+    text = "\n".join(texts_of(blocks.render(with_limits_and_plans(fixture("report_en")), kb, CID)))
+    assert "smallest single GPU that fits: h100-80gb (79.65 GiB)" in text
+    assert "largest micro-batch that fits: 2" in text and "longest sequence that fits: 1024 tokens" in text
+    assert "fewest GPUs of this kind that fit: 6" in text
+    assert ("Plan A + Plan B (per_device_train_batch_size=2, gradient_accumulation_steps=8) — "
+            "estimate after: 20.1 GiB") in text

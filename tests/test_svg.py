@@ -125,7 +125,7 @@ def test_colours_contrast_with_the_background(part):
 
 
 def test_real_report_draws(kb):
-    from oomdoctor.consultation import State, default
+    from oomdoctor.consultation import default
 
     log = (Path(__file__).parent / "corpus" / "alpaca-76-full-ft-4x-a10.log").read_text(encoding="utf-8")
     reply = default().diagnose(log + "\nLlama-2-7B, full fine-tuning, seq len 2048, batch 1", "en")
@@ -133,3 +133,12 @@ def test_real_report_draws(kb):
         pytest.skip("the estimator gave no estimate for this input")
     root = parse(svg.breakdown(reply, kb))
     assert root.find("s:g[@class='row']", NS) is not None
+
+
+def test_total_label_is_clear_of_the_capacity_line(kb):
+    reply = fixture("report_en")
+    root = parse(svg.breakdown(reply, kb))
+    line_x = float(root.find("s:g[@class='capacity']/s:line", NS).get("x1"))
+    for row in root.findall("s:g[@class='row']", NS):
+        label_x = float(row.find("s:text[@class='total']", NS).get("x"))
+        assert not (line_x - 2 < label_x < line_x + 2) and not (label_x < line_x < label_x + svg.TOTAL_LABEL_WIDTH - 10)

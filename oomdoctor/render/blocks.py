@@ -39,7 +39,7 @@ BAR_WIDTH = 24
 
 # Which parts of a report go first when it is too big (lowest first).
 KEEP_ALWAYS = 1000
-IMPORTANCE = {"assumptions": 10, "derivation": 15, "claims": 20, "verify": 30, "remedy": 40, "more_diagnoses": 55,
+IMPORTANCE = {"assumptions": 10, "derivation": 15, "claims": 20, "verify": 30, "remedy": 40, "plans": 50, "more_diagnoses": 55,
               "estimate": 80, "kind": 90, "actions": 95, "top_remedy": 96}
 
 ANSWER_BLOCK = "answer:"    # block_id prefix; "<consultation id>:<question id>" follows
@@ -191,6 +191,33 @@ def memory_bars(estimate: dict[str, Any], kb: KnowledgeBase, lang: str) -> str:
     return "\n".join(lines)
 
 
+def limit_lines(estimate: dict[str, Any], kb: KnowledgeBase, lang: str) -> list[str]:
+    """The inverse answers: the smallest GPU, the largest batch and sequence, the fewest GPUs that fit."""
+    t = lambda key, **kw: kb.text(key, lang, **kw)  # noqa: E731
+    lines = []
+    gpu = estimate.get("smallest_gpu")
+    if gpu:
+        lines.append(t("report.smallest_gpu", value=f"{gpu['id']} ({show(gpu['memory_gib'])} GiB)"))
+    if estimate.get("gpu_capacity_gib"):
+        if estimate.get("max_batch_size"):
+            lines.append(t("report.max_batch", value=estimate["max_batch_size"]))
+        if estimate.get("max_seq_len"):
+            lines.append(t("ui.max_seq_len", value=estimate["max_seq_len"]))
+    if estimate.get("min_gpus"):
+        lines.append(t("ui.min_gpus", value=estimate["min_gpus"]))
+    return lines
+
+
+def plan_lines(plans: list[dict[str, Any]], kb: KnowledgeBase, lang: str) -> list[str]:
+    lines = []
+    for plan in plans:
+        batch = f" ({kb.text('ui.plan_batch', lang, batch=plan['batch_size'], accum=plan['grad_accum'])})" \
+            if plan.get("batch_size") else ""
+        after = kb.text("report.after", lang, value=show(plan["estimate_after_gib"]))
+        lines.append(f"{' + '.join(plan['titles'])}{batch} — {after}")
+    return lines
+
+
 def _width(text: str) -> int:
     """Display width in a monospace font: CJK characters take two cells."""
     return sum(2 if ord(ch) >= 0x1100 else 1 for ch in text)
@@ -224,7 +251,9 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str |
     est = reply.get("estimate")
     if est:
         before = f"*{escape(t('report.estimate'))}*\n"
-        groups.append((IMPORTANCE["estimate"], [section(clip_code(escape(memory_bars(est, kb, lang)), MAX_SECTION, before))]))
+        after = "".join(f"\n• {escape(line)}" for line in limit_lines(est, kb, lang))
+        code = clip_code(escape(memory_bars(est, kb, lang)), MAX_SECTION - len(after), before)
+        groups.append((IMPORTANCE["estimate"], [section(code + after)]))
         if est.get("derivation"):
             lines = "\n".join(f"• {escape(line)}" for line in est["derivation"])
             groups.append((IMPORTANCE["derivation"], [context(lines)]))
@@ -247,6 +276,9 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str |
         importance = IMPORTANCE["top_remedy"] if i == 1 else IMPORTANCE["remedy"] - i
         groups.append((importance, [block]))
 
+    if reply.get("plans"):
+        lines = "\n".join(f"• {escape(line)}" for line in plan_lines(reply["plans"], kb, lang))
+        groups.append((IMPORTANCE["plans"], [section(f"*{escape(t('ui.plans'))}*\n{lines}")]))
     if diagnoses:
         lines = "\n".join(f"• {escape(d['verify'])}" for d in diagnoses[:2])
         groups.append((IMPORTANCE["verify"], [section(f"*{escape(t('report.verify'))}*\n{lines}")]))

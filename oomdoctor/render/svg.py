@@ -28,6 +28,7 @@ CAPACITY_COLOUR = "#b00020"
 WIDTH = 680
 LEFT = 8
 RIGHT = 70          # room for the total after the longest bar
+TOTAL_LABEL_WIDTH = 72  # about "199.9 GiB" at 13px
 BAR_HEIGHT = 22
 LABEL_HEIGHT = 18
 ROW_GAP = 12
@@ -99,7 +100,10 @@ def breakdown(reply: dict[str, Any], kb: KnowledgeBase, after: int = 2, id_prefi
                        f'fill="{COLOURS[part]}" stroke="#ffffff" stroke-width="1">'
                        f'<title>{escape(t("part." + part))}: {_fmt(value)} GiB</title></rect>')
             x += w
-        out.append(f'<text x="{x + 6:.1f}" y="{bar_y + 16}" class="total">{_fmt(total)} GiB</text></g>')
+        label_x = x + 6
+        if capacity and x < LEFT + capacity * scale < x + TOTAL_LABEL_WIDTH:
+            label_x = LEFT + capacity * scale + 6  # clear of the capacity line
+        out.append(f'<text x="{label_x:.1f}" y="{bar_y + 16}" class="total">{_fmt(total)} GiB</text></g>')
     if capacity:
         cx = LEFT + capacity * scale
         anchor = "end" if cx > WIDTH * 0.6 else "start"

@@ -21,6 +21,7 @@ from ..templating import show
 from . import consultant, input as check, store
 from .api import _step
 from .errors import BadInput
+from .security import CSRFError
 
 bp = Blueprint("page", __name__)
 
@@ -28,6 +29,7 @@ CHANNEL = "web"
 UPLOAD_FIELD = "logfile"
 # How much of an earlier message the conversation shows before "show all".
 PREVIEW_CHARS = 600
+REPLY_STATUSES = ("question", "report")
 
 
 def _lang(stored: str | None = None) -> str:
@@ -112,11 +114,12 @@ def _conversation(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict
     except NotFound:
         abort(404)
     lang = lang or _lang(record["lang"] or None)
-    messages = record["messages"]
+    # Only turns with a question or a report (Slack's `/oom lang` stores a setting, not a reply).
+    messages = [m for m in record["messages"] if m["reply"].get("status") in REPLY_STATUSES]
     reply = messages[-1]["reply"] if messages else None
     chart = Markup(svg.breakdown(reply, consultant().kb)) if reply and reply["status"] == "report" else ""
-    ctx = _context(lang, cid=cid, record=record, earlier=messages[:-1], latest=messages[-1] if messages else None,
-                   reply=reply, chart=chart, preview_chars=PREVIEW_CHARS, skip_word=_skip_word(lang), **extra)
+    ctx = _context(lang, cid=cid, earlier=messages[:-1], latest=messages[-1] if messages else None,
+                   reply=reply, chart=chart, preview_chars=PREVIEW_CHARS, **extra)
     return ctx, lang
 
 
@@ -124,7 +127,9 @@ def _after_turn(cid: str, lang: str):
     url = url_for(".consultation", cid=cid, lang=lang)
     if _wants_json():
         ctx, _ = _conversation(cid, lang)
-        return jsonify(id=cid, url=url, status=ctx["reply"]["status"],
+        t = ctx["t"]
+        heading = t("report.title") if ctx["reply"]["status"] == "report" else t("report.question")
+        return jsonify(id=cid, url=url, status=ctx["reply"]["status"], title=f"{heading} — {t('ui.title')}",
                        html=render_template("_conversation.html", **ctx))
     return redirect(url, 303)
 
@@ -192,3 +197,15 @@ def too_large(_exc):
     exc = PageError("error.too_large", 413, size=request.content_length or 0,
                     limit=current_app.config["MAX_MESSAGE_BYTES"])
     return _refused(exc, "index.html", _context(lang, text=""))
+
+
+@bp.errorhandler(CSRFError)
+def expired(_exc):
+    # The form came without this browser's token (an old tab, cookies cleared): say so, keep the text.
+    lang = _lang()
+    exc = PageError("ui.error_expired", 400)
+    cid = request.view_args.get("cid") if request.view_args else None
+    if cid:
+        ctx, _ = _conversation(cid, lang)
+        return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})
+    return _refused(exc, "index.html", _context(lang, text=request.form.get("message", "")))

@@ -6,7 +6,6 @@ work runs in a thread and its message goes to the payload's response_url.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from flask import current_app, request
@@ -16,8 +15,6 @@ from ...storage import NotFound
 from ...web import consultant, store
 from . import bp, responder
 from .commands import owner, say, stored_lang, take_turn, where
-
-log = logging.getLogger(__name__)
 
 
 def _payload() -> dict[str, Any] | None:

@@ -19,10 +19,17 @@
     box.hidden = false;
     box.textContent = "";
     var p = document.createElement("p");
-    p.textContent = message;
+    var title = document.createElement("strong");
+    title.textContent = box.getAttribute("data-title") || "";
+    p.appendChild(title);
+    p.appendChild(document.createTextNode(" " + message));
     box.appendChild(p);
     var field = document.getElementById("message");
-    if (field) { field.setAttribute("aria-invalid", "true"); }
+    if (field) {
+      field.setAttribute("aria-invalid", "true");
+      var described = (field.getAttribute("aria-describedby") || "").split(" ");
+      if (described.indexOf("error") < 0) { field.setAttribute("aria-describedby", described.concat("error").join(" ").trim()); }
+    }
   }
 
   function addCopyButtons(root) {
@@ -106,6 +113,11 @@
         if (!result.ok) { showError(result.body.error || text("network-error")); say(""); return; }
         main.innerHTML = result.body.html;
         if (window.history && window.history.pushState) { window.history.pushState({}, "", result.body.url); }
+        shown = window.location.pathname + window.location.search;
+        if (result.body.title) { document.title = result.body.title; }
+        document.querySelectorAll(".langs a[hreflang]").forEach(function (a) {
+          a.setAttribute("href", window.location.pathname + "?lang=" + a.getAttribute("hreflang"));
+        });
         enhance(main);
         say("");
         var heading = document.getElementById("reply-heading");
@@ -118,6 +130,10 @@
       });
   });
 
-  window.addEventListener("popstate", function () { window.location.reload(); });
+  // Back/forward between consultation states: load that address (a #fragment, like the skip link, is not one).
+  var shown = window.location.pathname + window.location.search;
+  window.addEventListener("popstate", function () {
+    if (window.location.pathname + window.location.search !== shown) { window.location.reload(); }
+  });
   enhance(document);
 }());
