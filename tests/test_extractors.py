@@ -227,3 +227,189 @@ def test_deepspeed_json():
 def test_progress_and_ranks():
     f = facts(progress, " 12%|█▏        | 150/1250 [03:10<23:16,  1.27s/it]\n[rank1]: boom\n[rank0]: boom")
     assert f["log.after_steps"] is True and f["log.rank_count"] == 2
+
+
+# --- wordings seen in real logs ------------------------------------------------------
+WRAPPED = ("[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU  has a to\n"
+           "tal capacity of 23.67 GiB of which 1.59 GiB is free. Including non-PyTorch memory, this process has\n"
+           " 22.06 GiB memory in use. Of the allocated memory 19.75 GiB is allocated by PyTorch, and 1.78 GiB i\n"
+           "s reserved by PyTorch but unallocated.")
+
+
+def test_fixed_width_wrap_inside_words_and_missing_gpu_index():
+    f = facts(cuda_oom, WRAPPED)
+    assert f["oom.wording"] == "new" and "oom.gpu_index" not in f
+    assert f["oom.total_gib"] == pytest.approx(23.67)
+    assert f["oom.process_in_use_gib"] == pytest.approx(22.06)
+    assert f["oom.reserved_unallocated_gib"] == pytest.approx(1.78)
+
+
+def test_wrap_at_a_word_boundary_keeps_the_original_reading():
+    text = ("OutOfMemoryError: CUDA out of memory. Tried to allocate 3.82 GiB (GPU 0; 31.75\nGiB total capacity; "
+            "23.21 GiB already allocated; 2.43 GiB free; 25.59 GiB\nreserved in total by PyTorch)")
+    f = facts(cuda_oom, text)
+    assert f["oom.total_gib"] == pytest.approx(31.75) and f["oom.reserved_gib"] == pytest.approx(25.59)
+
+
+def test_pytorch_1_0_cached_is_the_unallocated_part():
+    f = facts(cuda_oom, "RuntimeError: CUDA out of memory. Tried to allocate 352.00 MiB (GPU 0; 7.92 GiB total capacity; "
+                        "1.67 GiB already allocated; 156.00 MiB free; 124.28 MiB cached)")
+    assert f["oom.reserved_unallocated_gib"] == pytest.approx(124.28 / 1024)
+    assert f["oom.reserved_gib"] == pytest.approx(1.67 + 124.28 / 1024)
+    assert f["oom.outside_pytorch_gib"] > 5  # most of the card is used by something else
+
+
+def test_memory_fraction_allowed_segment():
+    f = facts(cuda_oom, "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB (GPU 3; 11.93 GiB total capacity; "
+                        "10.67 GiB already allocated; 515.38 MiB free; 11.93 GiB allowed; 10.92 GiB reserved in total by PyTorch)")
+    assert f["oom.reserved_gib"] == pytest.approx(10.92) and f["oom.gpu_index"] == 3
+
+
+def test_the_trainer_is_the_process_that_holds_what_pytorch_reserved():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 148.00 MiB. GPU 0 has a total capacity of "
+            "31.60 GiB of which 87.44 MiB is free. Process 441650 has 30.51 GiB memory in use. Process 449657 has "
+            "1022.00 MiB memory in use. Of the allocated memory 594.01 MiB is allocated by PyTorch, and 5.99 MiB is "
+            "reserved by PyTorch but unallocated.")
+    f = facts(cuda_oom, text)
+    assert f["oom.other_processes_gib"] == pytest.approx(30.51)
+    assert f["oom.process_count"] == 2
+
+
+def test_every_listed_process_is_another_one_beside_this_process():
+    text = ("CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total capacity of 79.10 GiB of which 12.81 MiB "
+            "is free. Process 3427 has 0 bytes memory in use. Process 3423 has 0 bytes memory in use. Including "
+            "non-PyTorch memory, this process has 0 bytes memory in use. Of the allocated memory 10.47 GiB is allocated "
+            "by PyTorch, and 93.52 MiB is reserved by PyTorch but unallocated.")
+    f = facts(cuda_oom, text)
+    assert f["oom.process_count"] == 3 and f["oom.process_in_use_gib"] == 0
+
+
+def test_tensorflow_shape_gives_size_and_site():
+    f = facts(cuda_oom, "ResourceExhaustedError: OOM when allocating tensor with shape[3,16,1024,1024] and type float on "
+                        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+    assert f["oom.tried_gib"] == pytest.approx(3 * 16 * 1024 * 1024 * 4 / 2**30)
+    assert f["oom.site"] == "attention"
+    assert facts(cuda_oom, "OOM when allocating tensor with shape[32,512,50257] and type float")["oom.site"] == "logits"
+
+
+def test_xla_needed_versus_capacity():
+    f = facts(cuda_oom, "XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+                        "space hbm. Used 21.90G of 7.48G hbm. Exceeded hbm capacity by 14.42G.")
+    assert f["oom.needed_gib"] == pytest.approx(21.90) and f["oom.total_gib"] == pytest.approx(7.48)
+
+
+def test_oom_killer_task_dump_and_deepspeed_host_usage():
+    dump = ("[17798674.374062] [ 199244]  1000 199244     1907      677    49152        0          -998 bash\n"
+            "[17798674.374495] [ 202779]  1000 202779 274650088 243385180 1957441536     7930          -998 python\n")
+    f = facts(host_oom, dump)
+    assert f["host.oom_killed"] is True and f["host.killed_rss_gib"] > 900
+    ds = "[INFO] [utils.py:838:see_memory_usage] CPU Virtual Memory:  used = 26.4 GB, percent = 84.6%"
+    f = facts(host_oom, ds)
+    assert f["host.ram_used_ratio"] == pytest.approx(0.846) and f["host.memory_pressure"] is True
+    assert f["host.ram_total_gib"] == pytest.approx(31.2, abs=0.1)
+
+
+def test_launcher_argv_list():
+    text = "['/usr/bin/python', '-u', 'train.py', '--lora_r', '8', '--bf16', 'False', '--per_device_train_batch_size', '4']"
+    got = facts(config_keys, text, kb=KB)
+    assert got["train.batch_size"] == 4 and got["lora.rank"] == 8
+    assert "train.precision" not in got  # --bf16 False is not bf16
+
+
+def test_shell_continuations_and_first_keyword_of_a_call():
+    got = facts(config_keys, "python train.py \\\n    --do_eval \\\n    --predict_with_generate \\\n    --per_device_eval_batch_size 8",
+                kb=KB)
+    assert got["eval.enabled"] is True and got["eval.predict_with_generate"] is True
+    got = facts(config_keys, "cfg = SFTConfig(max_seq_length=8192, per_device_train_batch_size=1)", kb=KB)
+    assert got["train.seq_len"] == 8192
+
+
+def test_deepspeed_template_with_placeholders_and_cut_off():
+    text = ('{\n"train_batch_size" : CONFIG_BATCH_SIZE,\n"zero_optimization": {\n"stage": 3,\n'
+            '"offload_optimizer": {"device": "nvme", "pin_memory": true},\n"offload_param": {"device": "nvme"},\n},\n'
+            '"gradient_clipping": 1.0,\n')
+    f = facts(deepspeed, text)
+    assert f["dist.zero_stage"] == 3 and f["dist.offload_optimizer"] == "nvme" and f["dist.pin_memory"] is True
+
+
+def test_parameter_counts():
+    from oomdoctor.extractors import parameters
+    f = facts(parameters, "trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.0622")
+    assert f["train.method"] == "lora" and f["model.params_b"] == pytest.approx(6.743, abs=1e-3)
+    f = facts(parameters, "Total parameters 7243.436M\nTrainable parameters 1.704M")
+    assert f["train.method"] == "lora" and f["model.params_b"] == pytest.approx(7.243, abs=1e-3)
+
+
+@pytest.mark.parametrize("text, name, value", [
+    ("LoRA on a 4090, gradient checkpointing is off", "train.grad_checkpointing", False),
+    ("梯度检查点没开，batch 4", "train.grad_checkpointing", False),
+    ("with gradient checkpointing, bs 2", "train.grad_checkpointing", True),
+    ("bash FastChat/lora_train.sh", "train.method", "lora"),
+    ("deepspeed: examples/deepspeed/ds_z3_offload_config.json", "dist.zero_stage", 3),
+    ("deepspeed: examples/deepspeed/ds_z3_offload_config.json", "dist.offload_optimizer", "cpu"),
+    ("model size (1.3B), number of GPUs", "model.params_b", 1.3),
+    ("it only happens on one rank only, the others are fine", "log.one_rank", True),
+    ("the OOM is the first backward after an eval pass", "log.after_eval", True),
+    ("host RAM is 64 GB", "log.stated_memory", "host"),
+    ("显存不足", "log.stated_memory", "gpu"),
+    ("happens when saving the final checkpoint", "phase", "saving"),
+    ("I reran the cell that builds the trainer", "log.repeated_runs", True),
+    ("--data_path Dahoas/full-hh-rlhf", "train.objective", None),
+])
+def test_sentences(text, name, value):
+    from oomdoctor.extractors import sentence
+    assert facts(sentence, text).get(name) == value
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{'loss': 1.532, 'grad_norm': 0.41, 'learning_rate': 1.9e-05, 'epoch': 0.25}", True),
+    ("Iter 80: Train loss 0.848, Learning Rate 5.000e-05, It/sec 2.028, Peak mem 8.303 GB", True),
+    ("Epoch:[1/1](1/19994), Reward:-1.8744", False),
+    ("  0%|          | 0/993 [00:03<?, ?it/s]", False),
+])
+def test_steps_done(text, expected):
+    assert facts(progress, text).get("log.after_steps") is expected
+
+
+def test_repeated_runs_from_tensorflow_function_ids():
+    assert facts(progress, "0 derived errors ignored. [Op:__inference_train_function_1394299]")["log.repeated_runs"] is True
+    assert "log.repeated_runs" not in facts(progress, "[Op:__inference_train_function_8821]")
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("RuntimeError: MPS backend out of memory (MPS allocated: 9.48 GiB, other allocations: 480.00 KiB, max allowed: 9.47 GiB).", "mps_oom"),
+    ("libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: "
+     "Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "metal_oom"),
+    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB.", "hip_oom"),
+    ("RuntimeError: Allocation is out of device memory on current platform.", "xpu_oom"),
+    ("Error out of memory at line 380 in file /src/bitsandbytes/csrc/pythonInterface.c", "bnb_oom"),
+    ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the quantized model.",
+     "device_map_spill"),
+    ("W tensorflow/core/common_runtime/device/device_host_allocator.h:46] could not allocate pinned host memory of size: 34359738368\n"
+     "E tensorflow/stream_executor/cuda/cuda_driver.cc:802] failed to alloc 34359738368 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+     "pinned_host_oom"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", "cudnn_alloc"),
+    ("E0323 tpu_execute_op.cc:266 : RESOURCE_EXHAUSTED: Attempting to reserve 10.51G at the bottom of memory.", "xla_oom"),
+    ("MemoryError: Unable to allocate 3.50 GiB for an array with shape (470000000,) and data type float64", "host_memory_error"),
+    ("OSError: [WinError 1455] The paging file is too small for this operation to complete.", "host_errno12"),
+    ("Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html",
+     "ray_oom"),
+    ("[launch.py:315:sigkill_handler] Killing subprocess 1080504", "child_killed"),
+    ("NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space left on device (28)", "shm_bus_error"),
+    ("Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]Killed", "host_killed"),
+    ("OOMKilled with exit code 137", "oom_killer"),
+])
+def test_more_error_kinds(text, kind):
+    assert facts(symptoms, text, kb=KB)["error.kind"] == kind
+
+
+@pytest.mark.parametrize("text, site", [
+    ("    lm_logits = self.lm_head(outputs[0]) + self.final_logits_bias", "logits"),
+    ("    attn_weights = torch.matmul(query_states, key_states.transpose(2, 3))", "attention"),
+    ("    w_4bit, quant_state = bnb.functional.quantize_4bit(w, blocksize=64)", "quantize"),
+    ("--> 520 output = torch.nn.functional.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t(), bias)", None),
+    ("[rank3]:     torch.empty(torch.Size([numel * world_size]), dtype=dtype, device=device)", "all_gather"),
+    ("    int(self.partition_size[i])).to(self.single_partition_of_fp32_groups[i].dtype)", "fp32_master"),
+])
+def test_oom_site(text, site):
+    assert facts(symptoms, text, kb=KB).get("oom.site") == site

@@ -31,9 +31,9 @@ def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
 
 def registry() -> list[Extractor]:
     """All extractors, in the order they run; later ones refine earlier ones."""
-    from . import (config_keys, cuda_oom, deepspeed, free_mem, host_oom, model_config, nvidia_smi, progress,
-                   sentence, symptoms)
+    from . import (config_keys, cuda_oom, deepspeed, free_mem, host_oom, model_config, nvidia_smi, parameters,
+                   progress, sentence, symptoms)
 
     modules = (symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress, config_keys, deepspeed,
-               model_config, sentence)
+               model_config, parameters, sentence)
     return [Extractor(m.NAME, frozenset(m.PRODUCES), m.extract) for m in modules]

@@ -1,11 +1,12 @@
 """Configuration keys in any of the shapes people paste them.
 
 One scanner reads `key=value`, `key: value`, `"key": value`, `--key value`,
-`--key=value` and bare `--flag`; knowledge/settings.yaml says which keys matter
-and which fact each sets.
+`--key=value`, bare `--flag` and a launcher's argv list (`'--key', 'value'`);
+knowledge/settings.yaml says which keys matter and which fact each sets.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Iterator
 
@@ -14,10 +15,13 @@ from . import Finding, snippet
 NAME = "config_keys"
 PRODUCES: set[str] = set()  # from knowledge/settings.yaml, see produced_facts()
 
-_VALUE = r"""(\[[^\]\n]{0,400}\]|"[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s,;)}\]'"]{1,200})"""
+_VALUE = r"""(\[[^\]\n]{0,400}\]|"[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s,;()}\]'"]{1,200})"""
 _ASSIGN = re.compile(r"""(?<![\w.-])["']?([A-Za-z_][A-Za-z0-9_]{0,60})["']?[ \t]{0,4}[:=][ \t]{0,4}""" + _VALUE)
 # A flag's value never starts with "--": that is the next flag, and `--bf16` alone means true.
-_FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_]{0,60})(?:(?:[ \t]{1,4}|=)(?!--)" + _VALUE + r")?")
+# A shell line continuation ("--do_eval \") is not a value either.
+_FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_]{0,60})(?:(?:[ \t]{1,4}|=)(?!--|\\)" + _VALUE + r")?")
+# DeepSpeed's launcher and subprocess errors print argv as a Python list: ['--lora_r', '8', '--bf16', 'False'].
+_ARGV = re.compile(r"""(?<![\w-])["']--([A-Za-z_][A-Za-z0-9_]{0,60})["'],[ \t]{0,4}["'](?!--)([^'"\n]{1,200})["']""")
 # A YAML key whose value is an indented list on the next lines.
 _BLOCK = re.compile(r"^([ \t]{0,8})([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*\n((?:\1[ \t]{0,4}-[ \t]{1,4}[^\n]{1,120}\n?){1,64})", re.MULTILINE)
 
@@ -45,16 +49,14 @@ def read(spec: Any, raw: str) -> Any:
     """The fact value a raw setting means, or None if it means nothing we track."""
     text = _strip(raw)
     low = text.lower()
-    if spec == "integer":
+    if spec in ("integer", "number"):
         try:
-            return int(float(text))
+            number = float(text)
         except ValueError:
             return None
-    if spec == "number":
-        try:
-            return float(text)
-        except ValueError:
-            return None
+        if not math.isfinite(number):
+            return None  # "1e400", "inf", "nan" set nothing
+        return int(number) if spec == "integer" else number
     if spec == "boolean":
         return True if low in _TRUE else False if low in _FALSE else None
     if spec == "string":
@@ -105,7 +107,13 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
     matches = []
     for m in _ASSIGN.finditer(text):
         matches.append((m.start(), m.group(1), m.group(2), m.end()))
+    argv = set()
+    for m in _ARGV.finditer(text):
+        matches.append((m.start(), m.group(1), m.group(2), m.end()))
+        argv.add(m.start() + 1)
     for m in _FLAG.finditer(text):
+        if m.start() in argv:
+            continue  # the same flag, already read with its value from the argv list
         value = m.group(2) if m.group(2) is not None else "true"
         matches.append((m.start(), m.group(1), value, m.end()))
     for m in _BLOCK.finditer(text):

@@ -52,6 +52,8 @@ _MPS = re.compile(
 _XLA_USED = re.compile(r"Used\s{1,4}" + SIZE + r"\s{1,4}of\s{1,4}" + SIZE + r"\s{1,4}hbm", re.IGNORECASE)
 _XLA_RESERVE = re.compile(r"Attempting to reserve\s{1,4}" + SIZE + r"\s{1,4}at the bottom of memory\.[^\n]{0,40}?"
                           r"There are\s{1,4}" + SIZE + r"\s{1,4}free", re.IGNORECASE)
+# JAX/XLA on GPU: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes."
+_XLA_BYTES = re.compile(r"Out of memory while trying to allocate\s{1,4}(\d{1,15})\s{1,4}bytes", re.IGNORECASE)
 # TensorFlow: "OOM when allocating tensor with shape[3,16,1024,1024] and type float".
 _TF_SHAPE = re.compile(r"OOM when allocating tensor with shape\s{0,2}\[([\d, ]{1,80})\]\s{1,4}and type\s{1,4}(\w{1,12})")
 _TF_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
@@ -134,9 +136,9 @@ def _pytorch(text: str, head: re.Match) -> Iterator[Finding]:
             extra = old.group(10).lower() == "cached" and cached < allocated
             reserved = allocated + cached if extra else cached
             unallocated = cached if extra else max(reserved - allocated, 0.0)
-            yield Finding("oom.reserved_gib", round(reserved, 6) if extra else reserved, where)
-            # The old wording has no "reserved but unallocated"; it is the difference.
-            yield Finding("oom.reserved_unallocated_gib", round(unallocated, 6), where)
+            yield Finding("oom.reserved_gib", reserved, where)
+            # The old wording has no "reserved but unallocated"; it is the difference (or the "cached" figure).
+            yield Finding("oom.reserved_unallocated_gib", unallocated if extra else round(unallocated, 6), where)
             if reserved > 0:
                 yield Finding("oom.fragmentation_ratio", round(unallocated / reserved, 4), where)
     elif new is not None:
@@ -229,6 +231,10 @@ def _other_stacks(text: str) -> Iterator[Finding]:
         where = snippet(text, reserve.start(), reserve.end())
         yield Finding("oom.tried_gib", _gib(reserve, 1), where)
         yield Finding("oom.free_gib", _gib(reserve, 3), where)
+    xla_bytes = _XLA_BYTES.search(text)
+    if xla_bytes:
+        yield Finding("oom.tried_gib", round(int(xla_bytes.group(1)) / 2**30, 6),
+                      snippet(text, xla_bytes.start(), xla_bytes.end()))
     shape = _TF_SHAPE.search(text)
     if shape:
         dims = [int(d) for d in re.findall(r"\d{1,9}", shape.group(1))]

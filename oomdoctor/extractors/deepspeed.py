@@ -62,18 +62,40 @@ def _device(section: Any) -> str | None:
     return device if device in ("cpu", "nvme", "none") else None
 
 
+# Configs pasted from templates hold placeholders (`"train_batch_size" : CONFIG_BATCH_SIZE`) and trailing
+# commas; both are read as JSON after the placeholder becomes null and the comma goes.
+_PLACEHOLDER = re.compile(r'(:\s{0,8})([A-Za-z_$][A-Za-z0-9_$]{0,60})(\s{0,8}[,}\n])')
+_TRAILING = re.compile(r",(\s{0,40}[}\]])")
+
+
+def _loads(raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    keep = {"true", "false", "null"}
+    lenient = _PLACEHOLDER.sub(lambda m: m.group(0) if m.group(2) in keep else m.group(1) + "null" + m.group(3), raw)
+    lenient = _TRAILING.sub(r"\1", lenient)
+    try:
+        return json.loads(lenient)
+    except ValueError:
+        return None
+
+
 def extract(text: str) -> Iterator[Finding]:
     anchor = _ANCHOR.search(text)
     if not anchor:
         return
-    raw = enclosing_object(text, anchor.start()) or balanced_object(text, anchor.end() - 1)
-    try:
-        config = json.loads(raw) if raw else None
-    except ValueError:
-        config = None
+    config = _loads(enclosing_object(text, anchor.start()))
+    if not isinstance(config, dict) or "zero_optimization" not in config:
+        # The whole file did not parse (cut off, or not JSON around it): read the ZeRO section on its own.
+        inner = _loads(balanced_object(text, anchor.end() - 1))
+        config = {"zero_optimization": inner} if isinstance(inner, dict) else None
     if not isinstance(config, dict):
         return
-    zero = config.get("zero_optimization", config) if "zero_optimization" in config else None
+    zero = config.get("zero_optimization")
     if not isinstance(zero, dict):
         return
     detail = '"zero_optimization": ' + json.dumps(zero)[:120]

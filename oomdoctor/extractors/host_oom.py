@@ -11,7 +11,7 @@ PRODUCES = {"process.exit_code", "host.oom_killed", "host.killed_rss_gib", "host
             "host.ram_total_gib", "host.memory_pressure"}
 
 _EXIT = re.compile(
-    r"(?:exit ?code|exitcode|return ?code|returncode|exit status|exited with code)\s{0,3}[:=]?\s{0,3}(-?\d{1,3})\b"
+    r"(?:exit ?code|exitcode|return ?code|returncode|exit status|exited with code)\s{0,3}[:=]?\s{0,8}(-?\d{1,3})\b"
     r"|died with <Signals\.SIG(KILL|SEGV|BUS|ABRT)",
     re.IGNORECASE,
 )

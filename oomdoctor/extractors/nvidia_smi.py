@@ -8,7 +8,7 @@ from . import Finding, snippet
 
 NAME = "nvidia_smi"
 PRODUCES = {"smi.memory_used_gib", "smi.memory_total_gib", "smi.used_ratio", "smi.gpu_count", "smi.process_count",
-            "gpu.name", "gpu.memory_gib"}
+            "smi.used_spread_gib", "gpu.name", "gpu.memory_gib"}
 
 _USAGE = re.compile(r"\|\s{0,40}(\d{1,7})MiB\s{0,4}/\s{0,4}(\d{1,7})MiB\s{0,40}\|")
 _NAME = re.compile(r"^\|\s{0,6}\d{1,2}\s{1,6}((?:NVIDIA|Tesla|Quadro|GeForce)[^|]{0,60}?)\s{1,20}(?:On|Off)\s{0,6}\|", re.MULTILINE)
@@ -29,6 +29,10 @@ def extract(text: str) -> Iterator[Finding]:
     if total:
         yield Finding("smi.used_ratio", round(used / total, 4), detail)
     yield Finding("smi.gpu_count", len(usages), f"{len(usages)} GPU rows")
+    if len(usages) > 1:
+        used_all = [int(m.group(1)) / 1024 for m in usages]
+        spread = max(used_all) - min(used_all)
+        yield Finding("smi.used_spread_gib", round(spread, 3), f"GPUs use {min(used_all):.1f}–{max(used_all):.1f} GiB")
     names = _NAME.findall(text)
     if names:
         from ..catalog import gpus
