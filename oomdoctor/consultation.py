@@ -88,7 +88,10 @@ def _direct_answer(question: Question, message: str) -> Any:
         if text in labels:
             return option["value"]
     if question.answer == "number":
-        match = _NUMBER.fullmatch(text) or _NUMBER.search(text)
+        # A bare number ("2048", "2k", "about 4") answers; a sentence that happens to hold
+        # one ("Colab ~12-13 GB") goes to the extractors instead.
+        numbers = _NUMBER.findall(text)
+        match = _NUMBER.search(text) if len(numbers) == 1 and len(text.split()) <= 3 else None
         if match:
             number = float(match.group(1)) * (1024 if match.group(2) else 1)
             return int(number) if number.is_integer() else number

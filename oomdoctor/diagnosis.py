@@ -37,7 +37,7 @@ def rank(result: Result, kb: KnowledgeBase) -> list[Diagnosis]:
     for scenario, conclusions in by_scenario.items():
         confidence = combine([c.weight for c in conclusions])
         # A cause of another kind of failure than the one observed is kept but demoted.
-        if kind != "unknown" and kb.scenarios[scenario].oom_kind != kind:
+        if kind != "unknown" and kind not in kb.scenarios[scenario].oom_kinds:
             confidence *= 0.3
         ranked.append(Diagnosis(scenario, round(confidence, 3), tuple(c.firing.rule.id for c in conclusions)))
     ranked.sort(key=lambda d: (-d.confidence, d.scenario))

@@ -40,11 +40,20 @@ def apply_whatif(values: dict[str, Any], whatif: dict[str, dict]) -> dict[str, A
 
 
 def changes_anything(values: dict[str, Any], remedy: Remedy) -> bool:
-    """A remedy whose what-if leaves every fact as it is was already applied."""
+    """Whether a remedy still applies: something it sets must change, and everything it
+    shrinks or caps must shrink.
+
+    Halving a batch of 1 only doubles accumulation, and gradient checkpointing that
+    is already on changes nothing: neither is offered again.
+    """
     if not remedy.whatif:
         return True
     after = apply_whatif(values, remedy.whatif)
-    return any(after.get(k) != values.get(k) for k in set(after) | set(values))
+    changed = lambda name: after.get(name) != values.get(name)  # noqa: E731
+    sets = remedy.whatif.get("set", {})
+    shrinks = set(remedy.whatif.get("cap", {}))
+    shrinks |= {name for name, factor in remedy.whatif.get("multiply", {}).items() if factor < 1}
+    return (not sets or any(changed(n) for n in sets)) and all(changed(n) for n in shrinks)
 
 
 def after_remedy(values: dict[str, Any], remedy: Remedy) -> Estimation | None:

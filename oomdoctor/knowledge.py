@@ -61,12 +61,17 @@ class Symptom:
 @dataclass(frozen=True)
 class Scenario:
     id: str
-    oom_kind: str
+    # What runs out in this scenario; some causes exhaust either (torch.compile, fp32 loading).
+    oom_kinds: tuple[str, ...]
     title: dict[str, str]
     summary: dict[str, str]
     verify: dict[str, str]
     remedies: tuple[str, ...]
     sources: tuple[str, ...] = ()
+
+    @property
+    def oom_kind(self) -> str:
+        return self.oom_kinds[0]
 
 
 @dataclass(frozen=True)
@@ -252,7 +257,7 @@ def _load_remedies(path: Path, facts: dict[str, FactSpec]) -> dict[str, Remedy]:
 
 def _load_scenarios(path: Path, remedies: dict[str, Remedy]) -> dict[str, Scenario]:
     schema = {
-        "id": Field("str"), "oom_kind": Field("enum", values=OOM_KINDS), "title": Field("text"),
+        "id": Field("str"), "oom_kind": Field("any"), "title": Field("text"),
         "summary": Field("text"), "verify": Field("text"), "remedies": Field("list"), "sources": Field("list", required=False),
     }
     out = {}
@@ -262,7 +267,10 @@ def _load_scenarios(path: Path, remedies: dict[str, Remedy]) -> dict[str, Scenar
             raise KnowledgeError(f"{where}: a scenario needs at least one remedy")
         for rid in entry["remedies"]:
             check_ref(rid, remedies, "remedy", where)
-        out[entry["id"]] = Scenario(entry["id"], entry["oom_kind"], entry["title"], entry["summary"], entry["verify"],
+        kinds = entry["oom_kind"] if isinstance(entry["oom_kind"], list) else [entry["oom_kind"]]
+        for kind in kinds:
+            check_value(kind, Field("enum", values=OOM_KINDS), f"{where}: 'oom_kind'")
+        out[entry["id"]] = Scenario(entry["id"], tuple(kinds), entry["title"], entry["summary"], entry["verify"],
                                     tuple(entry["remedies"]), tuple(entry.get("sources") or ()))
     return out
 
