@@ -11,7 +11,7 @@ from typing import Iterator
 from . import Finding, snippet
 
 NAME = "sentence"
-PRODUCES = {"model.name", "model.params_b", "gpu.name", "gpu.memory_gib", "train.method", "train.batch_size",
+PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.batch_size",
             "train.seq_len", "dist.num_gpus", "train.grad_checkpointing", "model.load_dtype", "dist.zero_stage",
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
@@ -83,6 +83,33 @@ def _seq(match: re.Match) -> int | None:
     return number if 16 <= number <= 2_000_000 else None
 
 
+PROSE_HEAD_LINES = 3000
+PROSE_TAIL_LINES = 1000
+PROSE_LINE_CHARS = 1000
+
+
+def prose(text: str) -> str:
+    """The part of a paste where people state their set-up in words, bounded in size.
+
+    A 10 MiB training log is mostly repeated or numbered progress lines; the
+    user's own sentences sit near the start or the end. Distinct lines only, each
+    cut to a sentence's length, the first and last few thousand: the ~30 patterns
+    below then cost the same for a 10 MiB log as for a 200 KiB one.
+    """
+    if len(text) <= PROSE_LINE_CHARS * 64:
+        return text
+    seen: set[str] = set()
+    lines = []
+    for line in text.splitlines():
+        line = line[:PROSE_LINE_CHARS]
+        if line.strip() and line not in seen:
+            seen.add(line)
+            lines.append(line)
+    if len(lines) > PROSE_HEAD_LINES + PROSE_TAIL_LINES:
+        lines = lines[:PROSE_HEAD_LINES] + lines[-PROSE_TAIL_LINES:]
+    return "\n".join(lines)
+
+
 def extract(text: str) -> Iterator[Finding]:
     from ..catalog import find_gpu_mentions, find_model_mentions
 
@@ -92,9 +119,11 @@ def extract(text: str) -> Iterator[Finding]:
         yield Finding("model.name", model_id, matched)
     gpu = next(iter(find_gpu_mentions(text)), None)
     if gpu is not None:
-        gpu_id, memory_gib, matched = gpu
+        # The card's memory comes from the catalog through gpu.name; gpu.memory_gib is left
+        # to what PyTorch or nvidia-smi measured, which is closer to what the job could use.
+        gpu_id, _, matched = gpu
         yield Finding("gpu.name", gpu_id, matched)
-        yield Finding("gpu.memory_gib", memory_gib, matched)
+    text = prose(text)
     seen: set[str] = set()
     for fact, pattern, kind in _PATTERNS:
         if fact in seen:
