@@ -24,15 +24,11 @@ def observe(text: str, kb: KnowledgeBase) -> list[Observation]:
     found: dict[str, Observation] = {}
     for extractor in registry():
         try:
-            findings = extractor.run(text, kb) if extractor.name in _NEEDS_KB else extractor.run(text)
-            for finding in findings:
+            for finding in extractor.run(text, kb):
                 _keep(found, extractor.name, finding, kb)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:  # one bad parse must not lose the rest
             log.warning("extractor %s failed: %s", extractor.name, exc)
     return list(found.values())
-
-
-_NEEDS_KB = {"symptoms", "config_keys"}
 
 
 def _keep(found: dict[str, Observation], extractor: str, finding: Finding, kb: KnowledgeBase) -> None:

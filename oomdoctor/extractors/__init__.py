@@ -5,6 +5,7 @@ literal prefixes, quantifiers are bounded, nothing nests.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -21,7 +22,17 @@ class Finding:
 class Extractor:
     name: str
     produces: frozenset[str]
-    run: Callable[..., Iterable[Finding]]
+    extract: Callable[..., Iterable[Finding]]
+    # Extractors driven by the knowledge base (symptoms, settings) take it as a second argument.
+    uses_knowledge: bool = False
+
+    def run(self, text: str, kb=None) -> Iterable[Finding]:
+        if not self.uses_knowledge:
+            return self.extract(text)
+        if kb is None:
+            from .. import knowledge
+            kb = knowledge.default()
+        return self.extract(text, kb)
 
 
 def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
@@ -29,11 +40,12 @@ def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
     return piece if len(piece) <= limit else piece[: limit - 1] + "…"
 
 
-def registry() -> list[Extractor]:
+@functools.lru_cache(maxsize=1)
+def registry() -> tuple[Extractor, ...]:
     """All extractors, in the order they run; later ones refine earlier ones."""
     from . import (config_keys, cuda_oom, deepspeed, free_mem, host_oom, model_config, nvidia_smi, parameters,
                    progress, sentence, symptoms)
 
     modules = (symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress, config_keys, deepspeed,
                model_config, parameters, sentence)
-    return [Extractor(m.NAME, frozenset(m.PRODUCES), m.extract) for m in modules]
+    return tuple(Extractor(m.NAME, frozenset(m.PRODUCES), m.extract, hasattr(m, "produced_facts")) for m in modules)
