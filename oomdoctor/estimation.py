@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import estimate as estimator
-from .knowledge import KnowledgeBase, Remedy
+from .knowledge import KnowledgeBase, Remedy, fact_reference
 
 
 @dataclass
@@ -26,7 +26,11 @@ def apply_whatif(values: dict[str, Any], whatif: dict[str, dict]) -> dict[str, A
     """The fact values after a remedy: set replaces, multiply scales (integers stay ≥ 1), cap limits."""
     after = dict(values)
     for name, value in whatif.get("set", {}).items():
-        after[name] = value
+        ref = fact_reference(value)
+        if ref is None:
+            after[name] = value
+        elif values.get(ref) is not None:
+            after[name] = values[ref]
     for name, factor in whatif.get("multiply", {}).items():
         current = after.get(name)
         if current is None:

@@ -6,6 +6,7 @@ start with the file, the entry and a suggestion, never mid-consultation.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,13 @@ def _load_symptoms(path: Path, facts: dict[str, FactSpec]) -> dict[str, Symptom]
 
 
 WHATIF_OPS = ("set", "multiply", "cap")
+_REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
+
+
+def fact_reference(value: Any) -> str | None:
+    """A what-if may set a fact to another fact's value: ``{train.batch_size}``."""
+    match = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
+    return match.group(1) if match else None
 
 
 def _load_remedies(path: Path, facts: dict[str, FactSpec]) -> dict[str, Remedy]:
@@ -245,7 +253,15 @@ def _load_remedies(path: Path, facts: dict[str, FactSpec]) -> dict[str, Remedy]:
             if not isinstance(body, dict):
                 raise KnowledgeError(f"{where}: whatif: '{op}' takes a mapping of fact to value")
             if op == "set":
-                _check_fact_values(body, facts, f"{where}: whatif")
+                literal = {k: v for k, v in body.items() if not fact_reference(v)}
+                _check_fact_values(literal, facts, f"{where}: whatif")
+                for name, value in body.items():
+                    ref = fact_reference(value)
+                    if ref:
+                        check_ref(ref, facts, "fact", f"{where}: whatif: {name}")
+                        check_ref(name, facts, "fact", f"{where}: whatif")
+                        if facts[ref].type != facts[name].type:
+                            raise KnowledgeError(f"{where}: whatif: {name} is a {facts[name].type}, {ref} a {facts[ref].type}")
             else:
                 for name, factor in body.items():
                     check_ref(name, facts, "fact", f"{where}: whatif")

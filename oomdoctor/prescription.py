@@ -55,20 +55,37 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif current is not None and current.result.fits is False:
-        # What makes it fit comes first; among those, the diagnosis's order.
-        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -p.score, p.remedy))
+        # What makes it fit comes first; then the diagnosis's order, weighed by how much each saves.
+        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -_weighed(p, current), p.remedy))
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]
 
 
+def _weighed(p: Prescription, current: Estimation) -> float:
+    """The diagnosis score, scaled by the share of memory the remedy saves (a half when unknown)."""
+    if p.after is None:
+        return p.score
+    before = current.result.per_gpu_gib
+    return p.score * (0.5 + max(0.0, before - p.after.result.per_gpu_gib) / before)
+
+
 def _helps(after: Estimation, current: Estimation, kind: str | None) -> bool:
-    """Whether a remedy lowers the memory that ran out (GPU unless the failure is in host RAM)."""
-    # A saving within the estimate's own rounding is no reason to pay a remedy's cost.
+    """Whether a remedy lowers the memory that ran out (GPU unless the failure is in host RAM).
+
+    Any moment of the step counts, not only the peak: a smaller evaluation batch
+    does not lower a training peak, yet it is the fix when evaluation is what failed.
+    """
     if kind == "host":
-        before, now = current.result.host_ram_gib, after.result.host_ram_gib
-    else:
-        before, now = current.result.per_gpu_gib, after.result.per_gpu_gib
+        return _saves(current.result.host_ram_gib, after.result.host_ram_gib)
+    if _saves(current.result.per_gpu_gib, after.result.per_gpu_gib):
+        return True
+    before_moments, after_moments = current.result.moments or {}, after.result.moments or {}
+    return any(_saves(before_moments[m], after_moments.get(m, before_moments[m])) for m in before_moments)
+
+
+def _saves(before: float, now: float) -> bool:
+    # A saving within the estimate's own rounding is no reason to pay a remedy's cost.
     return now < before - max(MIN_SAVING_GIB, MIN_SAVING_SHARE * before)
 
 
@@ -108,9 +125,8 @@ def combinations(prescriptions: list[Prescription], kb: KnowledgeBase, current: 
 
     setup = current.setup
     effective = setup.batch_size * setup.grad_accum
-    for p in prescriptions[:2]:
-        if p.after is None or p.remedy == "reduce_batch_size":
-            continue
+    tried = [p for p in prescriptions if p.after is not None and p.remedy != "reduce_batch_size"][:2]
+    for p in tried:
         batch = max_batch_size(p.after.setup)
         if 1 <= batch < p.after.setup.batch_size:
             fitted = replace(p.after.setup, batch_size=batch, grad_accum=-(-effective // batch))

@@ -48,9 +48,10 @@ def _keep_group(group: int, kind: str) -> Callable[[re.Match], str]:
 
 
 # Key names whose value is a secret: the last word of the key decides.
-_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "secret", "apikey", "api-key", "credentials"}
+_SECRET_WORDS = {"password", "passwd", "pwd", "passphrase", "secret", "apikey", "credentials"}
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"), ("auth", "key"),
-                 ("client", "secret"), ("signing", "secret"), ("account", "key"), ("webhook", "url")}
+                 ("account", "key"), ("wandb", "key"), ("openai", "key"), ("anthropic", "key"), ("hf", "key"),
+                 ("webhook", "url")}
 # "..._token" is a credential only after one of these; pad_token, eos_token and the like are tokenizer settings.
 _TOKEN_OWNERS = {"access", "auth", "api", "hub", "hf", "huggingface", "face", "bearer", "refresh", "session",
                  "github", "gh", "gitlab", "slack", "bot", "app", "user", "wandb", "openai", "anthropic", "oauth",
@@ -61,41 +62,55 @@ _HARMLESS_VALUES = {"", "true", "false", "none", "null", "yes", "no", "0", "1", 
 
 def secret_key(key: str) -> bool:
     """Whether an assignment to `key` (``HF_TOKEN``, ``db.password``, ``--api-key``) holds a secret."""
-    words = [w for w in re.split(r"[_.\-]", key.lower().lstrip("-")) if w]
+    words = [w for w in re.split(r"[_.\-]", key.lower()) if w]
     if not words:
         return False
     last = words[-1]
-    if last in _SECRET_WORDS or key.lower().lstrip("-") in _SECRET_WORDS:
+    if last in _SECRET_WORDS or (len(words) >= 2 and (words[-2], last) in _SECRET_PAIRS):
         return True
-    if len(words) >= 2 and (words[-2], last) in _SECRET_PAIRS:
-        return True
-    if last == "token":
-        return len(words) == 1 or words[-2] in _TOKEN_OWNERS or words[0] in ("use", "hub")
-    if last in ("key",) and len(words) >= 2 and words[-2] in ("wandb", "openai", "anthropic", "hf", "api"):
-        return True
-    return False
+    return last == "token" and (len(words) == 1 or words[-2] in _TOKEN_OWNERS)
 
 
+# A key and what joins it to its value: `key=`, `key: `, `"key": `, `--flag=`, `--flag ` (flags only).
+# Only the key is consumed, so a key that is someone else's value is still seen; the value is read after.
+_KEY = r"[A-Za-z][A-Za-z0-9_.\-]{0,63}"
 _ASSIGNMENT = re.compile(
-    r"""(?<![A-Za-z0-9_.\-])(--?)?["']?([A-Za-z][A-Za-z0-9_.\-]{0,63})["']?"""
-    r"""([ \t]{0,4}[:=][ \t]{0,4}|[ \t]{1,4}(?=[^\s=:]))"""
-    r"""("[^"\n]{1,512}"|'[^'\n]{1,512}'|[^\s"',;)}\]]{1,512})"""
+    r"(?<![A-Za-z0-9_.\-])(?:--?(?P<flag>" + _KEY + r")(?:[ \t]{0,4}[:=][ \t]{0,4}|[ \t]{1,4})"
+    r"|[\"']?(?P<key>" + _KEY + r")[\"']?[ \t]{0,4}[:=][ \t]{0,4})(?=[^\s])"
 )
+_VALUE = re.compile(r""""[^"\n]{1,512}"|'[^'\n]{1,512}'|[^\s"',;)}\]]{1,512}""")
+_PLACEHOLDERS = ("<", "${", "$", "%(", "{{", "os.environ", "os.getenv")
 
 
-def _assignment(match: re.Match) -> str:
-    flag, key, sep, value = match.group(1), match.group(2), match.group(3), match.group(4)
-    # `key value` without : or = counts only for command-line flags (`--hf_token xyz`).
-    if not flag and not sep.strip():
-        return match.group(0)
-    if not secret_key(key):
-        return match.group(0)
-    bare = value.strip("\"'")
-    if bare.lower() in _HARMLESS_VALUES or bare.startswith(("<", "${", "$", "%(", "{{", "os.environ", "os.getenv")):
-        return match.group(0)
-    quote = value[0] if value[0] in "\"'" else ""
-    head = match.group(0)[: match.start(4) - match.start(0)]
-    return f"{head}{quote}{_marker('secret')}{quote}"
+def _redact_assignments(text: str) -> tuple[str, int]:
+    """Values of secret-named keys, replaced; linear: each value is read at most once."""
+    out: list[str] = []
+    pos = count = 0
+    for match in _ASSIGNMENT.finditer(text):
+        group = "flag" if match.group("flag") else "key"
+        if match.start(group) < pos:
+            continue  # inside a value already replaced (a quote before the key may be that value's)
+        key = match.group(group)
+        if not secret_key(key):
+            continue
+        start = match.end()
+        if text.startswith(_PLACEHOLDERS, start) or text.startswith(_PLACEHOLDERS, start + 1):
+            continue
+        value = _VALUE.match(text, start)
+        if value is None:
+            continue
+        bare = value.group(0).strip("\"'")
+        if bare.lower() in _HARMLESS_VALUES or bare.startswith(_PLACEHOLDERS) or MARKERS.search(bare):
+            continue  # not a secret, or one an earlier pattern already replaced
+        quote = value.group(0)[0] if value.group(0)[0] in "\"'" else ""
+        out.append(text[pos:start])
+        out.append(f"{quote}{_marker('secret')}{quote}")
+        pos = value.end()
+        count += 1
+    if not count:
+        return text, 0
+    out.append(text[pos:])
+    return "".join(out), count
 
 
 _HOME_NAME = r"([A-Za-z0-9._-]{1,64})"
@@ -124,7 +139,7 @@ PATTERNS: tuple[Pattern, ...] = (
     # scheme://user:password@host: the user name stays, the password goes.
     Pattern("url_password", re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@<>]{0,128}:([^\s/?#@<>]{1,256})@"),
             _keep_group(1, "password")),
-    Pattern("secret", _ASSIGNMENT, _assignment),
+    Pattern("secret", _ASSIGNMENT),  # see _redact_assignments
     Pattern("email", re.compile(
         r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9][A-Za-z0-9-]{0,62}"
         r"(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9-])")),
@@ -157,6 +172,11 @@ def redact(text: str) -> Redaction:
     counts: dict[str, int] = {}
     for pattern in PATTERNS:
         if not _may_match(pattern, text):
+            continue
+        if pattern.regex is _ASSIGNMENT:
+            text, found = _redact_assignments(text)
+            if found:
+                counts[pattern.kind] = counts.get(pattern.kind, 0) + found
             continue
 
         def replace(match: re.Match, pattern: Pattern = pattern) -> str:

@@ -10,6 +10,7 @@ each other, and a slow turn never holds up the others' writes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -61,6 +62,24 @@ def connect(path: str | Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
+
+
+_KEEPERS: dict[tuple[int, str], sqlite3.Connection] = {}
+
+
+def keep_open(path: str | Path) -> None:
+    """Hold one idle connection to the file in this process, opened once.
+
+    When the last connection to a WAL database closes, SQLite checkpoints the WAL into
+    the file and deletes it; with a connection per request that would happen on every
+    request. The idle connection keeps the WAL in place between requests (SQLite still
+    checkpoints it every 1000 pages). Keyed by process id: a connection never crosses a fork.
+    """
+    key = (os.getpid(), str(path))
+    if key not in _KEEPERS and str(path) != ":memory:":
+        conn = connect(path)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # a read opens the WAL and keeps it open
+        _KEEPERS[key] = conn
 
 
 class Store:

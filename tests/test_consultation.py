@@ -139,3 +139,29 @@ def test_claims_are_corrected_with_live_figures():
     claim = next(c for c in reply["claims"] if c["id"] == "qlora_70b_24gb")
     assert "{" not in claim["truth"]
     assert reply["estimate"]["fits"] is False
+
+
+EVAL_OOM = ("TrainingArguments(per_device_train_batch_size=8, per_device_eval_batch_size=32, eval_strategy='steps', bf16=True)\n"
+            "model: mistral 7b lora\nRuntimeError: CUDA out of memory. Tried to allocate 3.91 GiB (GPU 0; 39.39 GiB total "
+            "capacity; 33.12 GiB already allocated; 2.10 GiB free; 35.20 GiB reserved in total by PyTorch)\n"
+            '  File "trainer.py", line 3000, in evaluation_loop\n    logits = nested_concat(all_logits, logits)')
+
+
+def test_eval_failure_keeps_eval_remedies_and_plans_with_fact_references():
+    reply = C.diagnose(EVAL_OOM)
+    assert reply["diagnoses"][0]["id"] == "eval_logits_accumulation"
+    ids = [r["id"] for r in reply["remedies"]]
+    assert ids[0] == "eval_accumulation_steps"
+    # The what-if "eval batch = train batch" resolves to a number, in the change and in the estimate.
+    small = next(r for r in reply["remedies"] if r["id"] == "eval_batch_size_small")
+    assert small["change"]["training_args"]["per_device_eval_batch_size"] == 8
+    plan = reply["plans"][0]
+    assert plan["fits_after"] and plan["estimate_after_gib"] < 39.39
+
+
+def test_chinese_counts_and_card_numbers():
+    reply = C.diagnose("用 qwen2.5-14b 做 lora，两张 3090，batch 2，序列 4096，显存不够")
+    facts = {f["name"]: f["value"] for f in reply["facts"]}
+    assert facts["gpu.name"] == "rtx-3090" and facts["dist.num_gpus"] == 2 and facts["train.seq_len"] == 4096
+    assert reply["remedies"][0]["id"] == "gradient_checkpointing"
+    assert any(p["fits_after"] for p in reply["plans"])

@@ -74,7 +74,7 @@ _MODEL_WORDS = ("baichuan", "chatglm", "deepseek", "gemma", "glm", "internlm", "
 _GPU_WORDS = ("nvidia", "geforce", "rtx", "gtx", "tesla", "quadro", "radeon", "instinct", "gaudi", "a10", "a30",
               "a40", "a800", "h100", "h800", "h20", "b200", "gh200", "l4", "t4", "v100", "p100", "mi250", "mi300")
 _CARD_NUMBERS = ("2080", "3060", "3070", "3080", "3090", "4060", "4070", "4080", "4090", "5080", "5090")
-_CARD_CONTEXT = re.compile(r"(?i)(?:\b(?:on|a|an|with|my|two|four|eight|single)\s{0,2}|\d\s{0,2}[x×*]\s{0,2}|单卡|张|块)"
+_CARD_CONTEXT = re.compile(r"(?i)(?:\b(?:on|a|an|with|my|two|four|eight|single)\s{0,2}|\d\s{0,2}[x×*]\s{0,2}|(?:单卡|张|块)\s{0,2})"
                            r"\d{4}(?!\d)|\b\d{4}\s{0,2}(?:ti|super|d)?\s{0,2}(?:显卡|卡|gpu|card)")
 
 

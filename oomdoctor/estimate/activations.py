@@ -1,21 +1,28 @@
 """Tensors autograd keeps for the backward pass, per token and decoder layer.
 
-Derived op by op from Hugging Face's Llama-style decoder layer (transformers
-``modeling_llama``) and the tensors each op saves for its backward; the sums
-were checked against the storages caught by
-``torch.autograd.graph.saved_tensors_hooks`` on a tiny LlamaForCausalLM (torch
-2.13, transformers 5.24, peft 0.21; ``tests/test_estimate_measured.py`` repeats
-the check wherever torch is installed).  Notation, bytes per token: ``h`` hidden,
-``q`` = heads·head_dim, ``kv`` = kv_heads·head_dim, ``I`` MLP width, ``a`` heads,
-``s`` sequence length, ``p`` the compute dtype (2 for bf16/fp16, 4 for fp32),
-``pr`` the residual stream's dtype (4 when the weights are fp32 and autocast
-computes in half precision, else ``p``).
+Derived op by op from Hugging Face's decoder layers (transformers
+``modeling_llama`` and the families that copy it: Mistral, Qwen2, Phi-3 with
+its fused projections, Gemma 2 with four norms and soft-capping, Mixtral's
+grouped-GEMM experts) and the tensors each op saves for its backward, and
+checked storage by storage against a CPU run of every family (torch 2.13,
+transformers 5.24, peft 0.21): ``bench/accuracy/measure_grid.py`` counts what
+``torch.autograd.graph.saved_tensors_hooks`` catches and what is still alive
+at the end of the forward pass, ``bench/accuracy/data/grid.json`` holds the
+result and ``tests/test_accuracy.py`` keeps every cell within 10 %.
+Notation, bytes per token: ``h`` hidden, ``q`` = heads·head_dim, ``kv`` =
+kv_heads·head_dim, ``I`` MLP width, ``a`` heads, ``s`` sequence length, ``p``
+the compute dtype (2 for bf16/fp16, 4 for fp32), ``pr`` the residual stream's
+dtype (4 when the weights are fp32 and autocast computes in half precision,
+else ``p``).
 
 One layer keeps:
 
-* each RMSNorm: its input upcast to fp32 (``pow`` saves it) ``4h``, the fp32
-  ``rsqrt`` (4 B), and, when the norm weight trains, the normalised input
-  ``pr·h`` that ``weight * x`` saves for the weight's gradient;
+* each RMSNorm: its input upcast to fp32 (``pow`` saves it; in fp32 that is
+  the input itself) ``4h``, the fp32 ``rsqrt`` (4 B), and, when the norm weight
+  trains, the normalised input that ``weight * x`` saves for the weight's
+  gradient: ``pr·h`` (Llama: ``weight * x.to(input_dtype)``) or ``4h`` (Gemma:
+  ``x * (1 + weight.float())`` stays fp32).  Llama-style layers have two norms;
+  Gemma 2/3 four, the two "post" norms reading the attention and MLP outputs;
 * a linear layer saves its input only when its weight trains (``mm`` saves
   ``self`` only if ``mat2`` needs a gradient).  Under autocast with a fp32
   input, each trained linear saves its own half-precision cast of it;
@@ -25,15 +32,36 @@ One layer keeps:
   no dropout; dropout adds its bool mask (1 B per element, CUDA's
   ``native_dropout``); ``lora_B`` saves ``lora_A``'s output (``r`` values);
 * attention: rotated query ``p·q``; keys and values ``2p·kv``, or ``2p·q`` when
-  ``repeat_kv`` has materialised them for every query head (eager always;
-  SDPA in transformers that call ``repeat_kv`` before it, i.e. before 4.48 or
-  with a padding mask); SDPA / flash-attention also keep their output ``p·q``
-  (shared with ``o_proj``'s input) and the fp32 logsumexp ``4a``; eager keeps
-  the fp32 softmax output ``4·a·s`` and its half copy ``p·a·s`` instead, and
-  ``o_proj``'s input is a fresh contiguous copy;
-* SwiGLU: gate output, up output and SiLU output ``3p·I`` always (SiLU and
-  the product need them to pass gradients down); the product ``p·I`` only when
-  ``down_proj`` trains or carries an adapter.
+  ``repeat_kv`` has materialised them for every query head: eager always,
+  SDPA only with a padding mask (transformers >= 4.48 passes ``enable_gqa``
+  to SDPA when there is no mask; with one, or before 4.48, it repeats).  A
+  fused qkv projection (Phi-3) hands the value over as a view of its output,
+  so unless ``repeat_kv`` copied it the whole ``p·(q + 2kv)`` output stays
+  (``p·(q + kv)`` more).  SDPA / flash-attention also keep their output
+  ``p·q`` (shared with ``o_proj``'s input) and the fp32 logsumexp ``4a``, and
+  SDPA with a padding mask the float mask, ``p·s``; eager keeps the fp32
+  softmax output ``4·a·s``, its half copy ``p·a·s`` (none in fp32, where
+  ``.to(fp32)`` returns the same tensor) and, with Gemma 2's soft-capping,
+  tanh's output ``p·a·s``; its mask is not saved, and ``o_proj``'s input is a
+  fresh contiguous copy;
+* SwiGLU / GeGLU: gate output, up output and activation output ``3p·I``
+  always (a fused gate_up output is the same ``2p·I``); the product ``p·I``
+  only when ``down_proj`` trains or carries an adapter;
+* MoE (transformers 5 grouped GEMM): the router's fp32 probabilities ``4E``,
+  the top-k weights and four int64 index tensors (``8·4k + 4·2k + 4`` B), per
+  routed copy (``k`` per token) the gathered input when the experts train,
+  the gate/up/activation outputs, the product when ``down`` trains, and the
+  expert output that the routing-weight multiply saves ``k·p·h`` (the routing
+  weights need a gradient whenever the layer's input does).
+
+Outside the layers: the final norm, lm_head's input when it trains, rotary
+cos and sin ``2·pr·head_dim`` per position (shared by the batch's rows), the
+batch's int64 ``input_ids``, ``attention_mask`` and ``labels`` and the loss's
+shifted labels (32 B), and SDPA's padding mask.  With adapters and no
+gradient checkpointing the first layer's input needs no gradient: its input
+norm keeps nothing and eager attention keeps neither operand of ``q·kᵀ``
+whose partner needs no gradient.  Hugging Face's gradient checkpointing makes
+the embedding output require a gradient (``enable_input_require_grads``).
 
 Measured per layer on h=256, q=256, kv=64, I=688, a=8, bf16, SDPA, Llama
 block: full fine-tuning 10,920 B/token = 16h + 8 + 4q + 4kv + 4a + 8I; LoRA
@@ -47,7 +75,7 @@ from dataclasses import dataclass, field
 from . import anatomy
 from .dtypes import FLOAT_BYTES
 from .setup import Setup
-from .trainable import adapter_bytes
+from .trainable import EMBEDDING_NAMES, adapter_bytes
 
 Item = tuple[str, str, float]   # (group, what, bytes per token)
 
@@ -67,11 +95,12 @@ class Context:
     targets: frozenset[str]
     attention: str
     expand_kv: bool
-    padding_mask: bool
+    padding_mask: bool              # SDPA is handed a padding mask (and saves it)
     blocks: tuple[anatomy.Block, ...]
     trained_layers: int
     weights_fp32: bool
     router_trainable: bool
+    first_input_grad: bool = True   # the first trained layer's input needs a gradient
 
     @property
     def full_layers(self) -> bool:
@@ -102,14 +131,23 @@ def context(setup: Setup) -> Context:
     blocks = tuple(anatomy.blocks(setup.model))
     router_trainable = setup.method in ("full", "freeze") or any(
         b.role == anatomy.ROUTER and b.name in targets for b in blocks)
+    # An unpacked batch of several rows carries padding, so transformers builds a 4-D mask; with none
+    # (one row, or packing) SDPA runs causal and grouped-query attention without repeat_kv.
     sdpa_padded = setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1
+    grouped = d.heads > d.kv_heads
+    # The first layer's input needs a gradient when the embeddings train, or when gradient checkpointing
+    # made it (transformers' enable_input_require_grads); adapters and freeze tuning leave it without one.
+    embeddings_train = setup.method == "full" or any(
+        m.split(".")[-1] in EMBEDDING_NAMES for m in setup.modules_to_save)
+    frozen_below = setup.method == "freeze" and trained < d.layers
+    first_input_grad = embeddings_train or (setup.grad_checkpointing and not frozen_below)
     return Context(
         d=d, p=p, pr=pr, autocast=autocast, method=setup.method, adapter=adapter_bytes(setup),
         rank=setup.lora_rank, dropout=setup.adapters and setup.lora_dropout > 0, targets=frozenset(targets),
-        attention=setup.attention, expand_kv=setup.attention in ("eager", "sdpa"),
-        padding_mask=setup.attention == "eager" or sdpa_padded, blocks=blocks, trained_layers=trained,
+        attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded),
+        padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
-        router_trainable=router_trainable,
+        router_trainable=router_trainable, first_input_grad=first_input_grad,
     )
 
 
@@ -149,8 +187,53 @@ def input_saves(ctx: Context, group: str, tensor: str, width: int, x_bytes: int,
 def _norm(ctx: Context, label: str, width: int) -> list[Item]:
     items = [("norms", f"{label}: input upcast to fp32", 4 * width), ("norms", f"{label}: rsqrt", 4)]
     if ctx.full_layers:
-        items.append(("norms", f"{label}: normalised input for the weight's gradient", ctx.pr * width))
+        kept = 4 if ctx.d.gemma_norm else ctx.pr
+        items.append(("norms", f"{label}: normalised input for the weight's gradient", kept * width))
     return items
+
+
+def _qkv_grads(ctx: Context) -> tuple[bool, bool, bool]:
+    """Whether q, k and v need a gradient in a layer whose input needs none (adapters only)."""
+    if ctx.full_layers:
+        return True, True, True
+    rq = rk = rv = False
+    for b in ctx.blocks:
+        if b.role == anatomy.ATTN_IN and b.name in ctx.targets:
+            if b.name in ("k_proj",):
+                rk = True
+            elif b.name in ("v_proj",):
+                rv = True
+            elif b.name in ("q_proj", "q_a_proj", "q_b_proj"):
+                rq = True
+            else:                       # fused or latent projections produce all three
+                rq = rk = rv = True
+    return rq, rk, rv
+
+
+def first_layer_unsaved(ctx: Context, seq_len: int) -> float:
+    """Bytes per token the first trained layer does not keep when its input needs no gradient.
+
+    Its input norm saves nothing (no gradient flows into it); in eager attention
+    ``q·kᵀ`` saves each operand only for the other's gradient, and the
+    probabilities' half copy only for the values' gradient.  SDPA saves all its
+    inputs whatever needs a gradient.
+    """
+    if ctx.first_input_grad:
+        return 0.0
+    d, p = ctx.d, ctx.p
+    unsaved = 4 * d.hidden + 4
+    if ctx.attention == "eager" and not ctx.full_layers:
+        rq, rk, rv = _qkv_grads(ctx)
+        kv_width = d.q_dim if ctx.expand_kv else d.kv_dim
+        if not rk:
+            unsaved += p * d.q_dim
+        if not rq:
+            unsaved += p * kv_width
+        if not (rq or rk):
+            unsaved += p * kv_width + 4 * d.heads * seq_len
+        if not rv and p < 4:
+            unsaved += p * d.heads * seq_len
+    return unsaved
 
 
 def attention_items(ctx: Context) -> list[Item]:
@@ -164,6 +247,8 @@ def attention_items(ctx: Context) -> list[Item]:
     items.append(("attention", "rotated query", p * d.q_dim))
     items.append(("attention", "keys and values" + (" expanded by repeat_kv" if ctx.expand_kv else ""),
                   2 * p * kv_width))
+    if d.fused_qkv and not ctx.expand_kv:
+        items.append(("attention", "fused qkv output, held whole by the value's view", p * (d.q_dim + d.kv_dim)))
     o_consumers = _consumers(ctx, anatomy.ATTN_OUT, False)
     if ctx.attention == "eager":
         items += input_saves(ctx, "attention", "attention output (contiguous copy)", d.q_dim, p, o_consumers)
@@ -173,14 +258,18 @@ def attention_items(ctx: Context) -> list[Item]:
         # o_proj reads the attention output kernel's own storage: only casts and LoRA copies are new.
         items += [it for it in input_saves(ctx, "attention", "attention output", d.q_dim, p, o_consumers)
                   if "shared" not in it[1]]
+    if d.norms_per_layer >= 4:
+        items += _norm(ctx, "post-attention norm", d.hidden)
     return items
 
 
 def attention_per_position(ctx: Context) -> float:
-    """Bytes per token per layer that grow with the sequence (eager's s² probabilities), per unit of s."""
+    """Bytes per token per layer that grow with the sequence (eager's s² probabilities), per unit of s:
+    softmax's fp32 output, its half copy (not in fp32) and Gemma 2's tanh output."""
     if ctx.attention != "eager":
         return 0.0
-    return (4 + ctx.p) * ctx.d.heads
+    p = ctx.p
+    return (4 + (p if p < 4 else 0) + (p if ctx.d.attn_softcap else 0)) * ctx.d.heads
 
 
 def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
@@ -192,42 +281,60 @@ def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
 
 def mlp_items(ctx: Context, moe: bool) -> list[Item]:
     d = ctx.d
-    items = _norm(ctx, "post-attention norm", d.hidden)
+    items = _norm(ctx, "pre-MLP norm", d.hidden)
+    post = _norm(ctx, "post-MLP norm", d.hidden) if d.norms_per_layer >= 4 else []
     if not moe:
-        items += input_saves(ctx, "MLP", "post-attention norm output", d.hidden, ctx.pr,
+        items += input_saves(ctx, "MLP", "pre-MLP norm output", d.hidden, ctx.pr,
                              _consumers(ctx, anatomy.MLP_IN, False))
-        return items + _swiglu(ctx, d.intermediate, False, "MLP")
+        return items + _swiglu(ctx, d.intermediate, False, "MLP") + post
     k = d.experts_active
     router = [c for c in _consumers(ctx, anatomy.ROUTER, False)]
     shared_in = _consumers(ctx, anatomy.MLP_IN, False) if d.shared_intermediate else []
-    items += input_saves(ctx, "MLP", "post-attention norm output", d.hidden, ctx.pr, router + shared_in)
+    items += input_saves(ctx, "MLP", "pre-MLP norm output", d.hidden, ctx.pr, router + shared_in)
     items.append(("MLP", "router probabilities (fp32)", 4 * d.experts))
+    items.append(("MLP", "routing: top-k weights (fp32) and four int64 index tensors", 8 * 4 * k + 4 * 2 * k + 4))
     expert_in = input_saves(ctx, "MLP", "routed copy of the input", d.hidden, ctx.pr,
                             _consumers(ctx, anatomy.MLP_IN, True))
     items += [(g, f"{k} experts × {name}", k * b) for g, name, b in expert_in]
     items += [(g, f"{k} experts × {name}", k * b) for g, name, b in _swiglu(ctx, d.moe_intermediate, True, "expert")]
-    if ctx.router_trainable:
-        items.append(("MLP", f"{k} experts × output kept for the routing weight's gradient", k * ctx.p * d.hidden))
+    # The routing weights need a gradient whenever the layer's input does, so their multiply keeps the output.
+    items.append(("MLP", f"{k} experts × output kept for the routing weights' gradient", k * ctx.p * d.hidden))
     if d.shared_intermediate:
         items += _swiglu(ctx, d.shared_intermediate, False, "shared expert")
-    return items
+    return items + post
 
 
 def layer_items(ctx: Context, moe: bool = False) -> list[Item]:
     return attention_items(ctx) + mlp_items(ctx, moe)
 
 
-def model_items(ctx: Context, seq_len: int) -> list[Item]:
-    """Per token, outside the decoder layers (the logits are accounted separately)."""
+# Gemma 2 and 3 alternate sliding-window and global layers: transformers builds one mask of each kind.
+TWO_MASK_TYPES = {"gemma2", "gemma3", "gemma3_text"}
+
+
+def model_items(ctx: Context, seq_len: int, rows: int = 1, checkpointing: bool = False) -> list[Item]:
+    """Per token, outside the decoder layers (the logits are accounted separately).
+
+    Under gradient checkpointing the masks handed to each checkpointed layer
+    stay referenced until its recomputation: eager's float masks (the residual
+    dtype) or SDPA's bool padding mask, one per kind of layer; SDPA's own float
+    copy of the mask is then made inside the recomputed layer instead.
+    """
     d = ctx.d
     items = _norm(ctx, "final norm", d.hidden)
     lm_head_trains = ctx.method == "full"
     if lm_head_trains:
         items += input_saves(ctx, "head", "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
-    items.append(("head", "rotary cos and sin", 2 * ctx.p * d.head_dim))
-    items.append(("head", "input ids, labels (int64)", 16))
-    if ctx.padding_mask:
-        items.append(("head", "4-D attention mask", ctx.p * seq_len))
+    # cos and sin are computed per position (position_ids of shape 1 × s) in the residual stream's dtype.
+    items.append(("head", "rotary cos and sin, shared by the rows", 2 * ctx.pr * d.head_dim / rows))
+    items.append(("head", "input_ids, attention_mask, labels and the shifted labels (int64)", 32))
+    kinds = 2 if ctx.d.model_type in TWO_MASK_TYPES else 1
+    if checkpointing and ctx.attention == "eager":
+        items.append(("head", f"{kinds} eager 4-D mask(s) held for the recomputation", kinds * ctx.pr * seq_len))
+    elif checkpointing and ctx.padding_mask:
+        items.append(("head", f"{kinds} bool 4-D padding mask(s) held for the recomputation", kinds * seq_len))
+    elif ctx.padding_mask:
+        items.append(("head", "SDPA's 4-D padding mask (float)", ctx.p * seq_len))
     return items
 
 
@@ -266,36 +373,64 @@ def activations(setup: Setup, rows: int) -> Activations:
     per_pos = attention_per_position(ctx) * s
     dense_b, moe_b = _sum(dense) + per_pos, (_sum(moe) + per_pos if moe else 0.0)
     layers_b = frac * (dense_layers * dense_b + d.moe_layers * moe_b)
-    model_b = _sum(model_items(ctx, s))
+    model_b = _sum(model_items(ctx, s, rows, setup.grad_checkpointing))
     one_layer = max(dense_b, moe_b)
+    if setup.grad_checkpointing and ctx.padding_mask:
+        one_layer += ctx.p * s        # each recomputed SDPA call makes and saves its own float mask
     lines = []
     summary = _summary(dense, ctx)
     if setup.grad_checkpointing:
         kept = T * (ctx.trained_layers * ctx.pr * d.hidden + model_b)
-        recompute = T * one_layer
+        # The recomputed layer's saved set, less its input (the kept checkpoint, which a fp32 norm saves as is),
+        # plus the tensor that is alive when torch's early stop ends the recomputation: the MLP product when
+        # down_proj keeps nothing, else down_proj's output.
+        mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
+        down_saves = any(b.role == anatomy.MLP_OUT and (ctx.full_layers or b.name in ctx.targets)
+                         for b in ctx.blocks)
+        tail = ctx.p * (d.hidden if down_saves else mlp_width)
+        recompute = T * (one_layer - (4 * d.hidden if ctx.pr == 4 else 0) + tail)
         lines.append(f"activations: gradient checkpointing keeps each layer's input, {ctx.trained_layers} layers × "
                      f"{T:,} tokens × {ctx.pr * d.hidden:,} B, plus one layer recomputed in backward: "
                      f"{T:,} × {one_layer:,.0f} B ({summary})")
     else:
-        kept = T * (layers_b + model_b)
+        first = first_layer_unsaved(ctx, s)
+        kept = T * (layers_b - first + model_b)
         recompute = 0.0
         lines.append(f"activations: {ctx.trained_layers} layers × {T:,} tokens × {one_layer:,.0f} B per token "
-                     f"({summary}) + {model_b:,.0f} B/token outside the layers")
+                     f"({summary}) + {model_b:,.0f} B/token outside the layers"
+                     + (f" - {first:,.0f} B/token the first layer does not keep (its input needs no gradient)"
+                        if first else ""))
     if per_pos:
-        lines.append(f"activations: eager attention keeps fp32 softmax + half copy, (4+{ctx.p})·{d.heads} heads·"
-                     f"{s} = {per_pos:,.0f} B per token per layer")
-    # Eager: the half scores and softmax's fp32 upcast of them exist together, (p + 4)·a·s per token.
-    transient = T * per_pos
+        lines.append(f"activations: eager attention keeps the s² probabilities (fp32 softmax output"
+                     f"{', its half copy' if ctx.p < 4 else ''}{', the soft-cap tanh' if d.attn_softcap else ''}), "
+                     f"{per_pos / s:,.0f} B × {s} = {per_pos:,.0f} B per token per layer")
+    # Eager: the scores in the compute dtype are still referenced while softmax writes its output (and, with
+    # soft-capping, the capped scores beside tanh's output).
+    transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
     working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd))
     copies = 0.0
+    share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:
         linear_w = sum(b.weights for b in ctx.blocks)
-        held = linear_w * frac if not setup.grad_checkpointing else linear_w / d.layers
+        held = linear_w * share
         copies = ctx.p * (held + d.vocab * d.hidden)
         lines.append(f"weights: autocast's half copies of the fp32 weights, saved for backward: "
                      f"{ctx.p} B × {held + d.vocab * d.hidden:,.0f}")
+    first_in = [b for b in ctx.blocks if b.role == anatomy.ATTN_IN] if not (
+        ctx.first_input_grad or setup.grad_checkpointing) else []
+    if copies and first_in:
+        # the first layer's q/k/v projections read an input that needs no gradient: nothing saves their copies
+        copies -= ctx.p * sum(b.weights / b.count * (b.count / d.layers) for b in first_in)
+    if ctx.autocast and ctx.adapter == 4 and ctx.p == 2 and setup.adapters:
+        r = setup.lora_rank
+        adapter_w = sum(r * (b.d_in + b.d_out) * b.count for b in ctx.blocks if b.name in ctx.targets) * share
+        # ... nor lora_A's copy there (only its input's gradient would need it)
+        adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
+        copies += ctx.p * adapter_w
+        lines.append(f"weights: autocast's half copies of the fp32 LoRA adapters, saved for backward: "
+                     f"{ctx.p} B × {adapter_w:,.0f}")
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines))
 
 

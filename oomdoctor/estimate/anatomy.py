@@ -69,12 +69,25 @@ class Dims:
     moe_layers: int
     norms_per_layer: int
     qk_norm: bool
+    model_type: str = ""
+    gemma_norm: bool = False        # Gemma RMSNorm: ``(x * rsqrt) * (1 + w)`` computed in fp32
+    attn_softcap: bool = False      # Gemma 2: tanh soft-capping of the attention scores (eager keeps tanh's output)
+    logit_softcap: bool = False     # Gemma 2: tanh soft-capping of the final logits
+    fused_qkv: bool = False         # one projection produces q, k and v (Phi-3 qkv_proj, ChatGLM, Baichuan W_pack)
+
+
+# Gemma 2 configs set attn_logit_softcapping=50 and final_logit_softcapping=30 (transformers Gemma2Config
+# defaults, kept by every released checkpoint); Gemma 3 dropped both for QK-norm.
+SOFTCAP_TYPES = {"gemma2"}
+GEMMA_NORM_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text"}
+FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn"}
 
 
 def dims(shape: Any) -> Dims:
     heads, head_dim = shape.heads, shape.head_dim
     kv_heads = getattr(shape, "kv_heads", heads) or heads
     experts = getattr(shape, "experts", 0) or 0
+    model_type = str(getattr(shape, "model_type", "") or "")
     moe_layers = getattr(shape, "n_moe_layers", None)
     if moe_layers is None:
         moe_layers = shape.layers if experts else 0
@@ -86,7 +99,10 @@ def dims(shape: Any) -> Dims:
         moe_intermediate=getattr(shape, "moe_intermediate", 0) or shape.intermediate,
         shared_intermediate=getattr(shape, "shared_expert_intermediate", 0) or 0,
         moe_layers=moe_layers, norms_per_layer=getattr(shape, "norms_per_layer", 2) or 2,
-        qk_norm=bool(getattr(shape, "qk_norm", False)),
+        qk_norm=bool(getattr(shape, "qk_norm", False)), model_type=model_type,
+        gemma_norm=model_type in GEMMA_NORM_TYPES, attn_softcap=model_type in SOFTCAP_TYPES,
+        logit_softcap=model_type in SOFTCAP_TYPES,
+        fused_qkv=any(lin.name in FUSED_QKV_NAMES for lin in shape.linear_layers()),
     )
 
 

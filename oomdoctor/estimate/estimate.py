@@ -79,7 +79,7 @@ def estimate(setup: Setup) -> Estimate:
     p, pr, _ = compute_dtypes(setup)
     acts = activations(setup, obj.rows)
     tokens = obj.rows * setup.seq_len
-    lg = logits(tokens, d.vocab, p, obj.lm_head)
+    lg = logits(tokens, d.vocab, p, obj.lm_head, d.logit_softcap)
     k = obj.trained_models          # PPO trains a value model beside the policy
     base_copy = w.frozen if setup.adapters else w.total
     states = ModelStates(
@@ -91,10 +91,25 @@ def estimate(setup: Setup) -> Estimate:
 
     split = setup.num_gpus if setup.strategy == "model_parallel" else 1
     grads_sharded = setup.strategy == "fsdp" or (setup.strategy == "deepspeed" and setup.zero_stage >= 2)
-    # lm_head's gradient is the first one backward allocates, while the loss gradient is still alive.
-    lm_grad = 0.0
+    # lm_head's weight gradient is the first one backward allocates, beside the logits' gradient.
+    lm_grad = tied_sum = 0.0
+    head_grads, head_logits = 0.0, lg.grad
     if setup.method == "full":
-        lm_grad = d.vocab * d.hidden * tr.groups[0].dtype_bytes / (setup.num_gpus if grads_sharded else 1)
+        grad_share = 1 / (setup.num_gpus if grads_sharded else 1)
+        vh = d.vocab * d.hidden * grad_share
+        lm_grad = vh * tr.groups[0].dtype_bytes
+        head_grads = lm_grad
+        if acts.weight_copies and tr.groups[0].dtype_bytes == 4 and p == 2:
+            # autocast's half copy of the fp32 weight gets the gradient (beside the logits' gradient), which
+            # is then cast up to fp32 (beside the half one, the logits' gradient gone)
+            if lg.grad + vh * p >= vh * (4 + p):
+                head_grads = vh * p
+            else:
+                head_grads, head_logits = vh * (4 + p), 0.0
+        if d.tied:
+            # tied embeddings: lm_head's share waits in autograd's input buffer for the embedding's share,
+            # and the two are summed into a third tensor at the end of backward
+            tied_sum = 2 * d.vocab * d.hidden * tr.groups[0].dtype_bytes * grad_share
     acc_grads = g.grads if setup.grad_accum > 1 else 0.0
     kept = acts.kept * k / split
     copies = acts.weight_copies / split
@@ -103,24 +118,36 @@ def estimate(setup: Setup) -> Estimate:
     G = g.grads / split
     B = g.grad_buffers / split
     live = {"weights": W + g.gathered + copies, "gradients": acc_grads / split + B, "optimizer": O}
-    loss_peak = lg.backward + lm_grad
+    # The loss's own peak (12 B/token/vocab) comes before lm_head's weight gradient exists; by then only the
+    # logits' gradient in the compute dtype is left beside it (see ``logits``).
+    head_peak = head_grads + head_logits
+    loss_peak = max(lg.backward, head_peak)
     layer_peak = (acts.recompute + acts.backward_working) * k / split
-    if loss_peak >= layer_peak:
-        backward = dict(live, gradients=live["gradients"] + lm_grad, activations=kept, logits=lg.backward)
+    if loss_peak >= layer_peak and lg.backward >= head_peak:
+        backward = dict(live, activations=kept, logits=lg.backward)
+    elif loss_peak >= layer_peak:
+        backward = dict(live, gradients=live["gradients"] + head_grads, activations=kept, logits=head_logits)
     else:
         backward = dict(live, activations=kept + layer_peak, logits=0.0)
+    # The last layer's attention transient and the loss's working set come one after the other.
+    transient = acts.forward_transient * k / split
+    if transient > lg.forward:
+        forward = dict(live, activations=kept + transient, logits=0.0)
+    else:
+        forward = dict(live, activations=kept, logits=lg.forward)
     moments = [
-        _Moment("end of forward", dict(live, activations=kept + acts.forward_transient, logits=lg.forward)),
+        _Moment("end of forward", forward),
         _Moment("start of backward", backward),
         _Moment("end of backward", {
-            "weights": W + g.gathered, "gradients": G + B, "optimizer": O, "activations": 0.0, "logits": 0.0}),
+            "weights": W + g.gathered, "gradients": G + B + tied_sum / split, "optimizer": O, "activations": 0.0,
+            "logits": 0.0}),
         _Moment("optimizer step", {
             "weights": W, "gradients": G + B, "optimizer": O + g.step_extra / split, "activations": 0.0,
             "logits": 0.0}),
     ]
     if setup.eval_batch_size:
         eval_tokens = setup.eval_batch_size * setup.seq_len
-        eval_logits = logits(eval_tokens, d.vocab, p, obj.lm_head).forward
+        eval_logits = logits(eval_tokens, d.vocab, p, obj.lm_head, d.logit_softcap).forward
         # A no-grad forward frees each op's inputs as it goes: one layer's MLP intermediates at a time.
         moments.append(_Moment("evaluation", {
             "weights": W, "gradients": acc_grads / split + B, "optimizer": O,
@@ -209,9 +236,9 @@ def assumptions(setup: Setup, tr) -> list[str]:
                                                                   " (unpacked batches pad to their longest sample)"),
         "loss over the full vocabulary as transformers' ForCausalLMLoss computes it (no chunked or fused loss)",
     ]
-    if setup.attention == "sdpa":
-        out.append("SDPA keys and values expanded to every query head by repeat_kv "
-                   "(transformers before 4.48, or a padding mask)")
+    if setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1:
+        out.append("SDPA gets a padding mask, so keys and values are expanded to every query head by repeat_kv "
+                   "(packed or single rows run grouped-query attention unexpanded)")
     if setup.adapters:
         out.append(f"LoRA dropout {setup.lora_dropout} (a mask byte per input element)")
         if setup.adapter_fp32:

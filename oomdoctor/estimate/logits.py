@@ -11,12 +11,21 @@ the vocabulary and p the compute dtype:
   the model output, and with it the half logits, before ``backward``);
 * backward: ``nll_loss`` produces a fp32 gradient ``4V``, and
   ``log_softmax_backward`` a new fp32 gradient ``4V`` while the saved output is
-  still held: ``12V``, the peak; the half cast of that gradient, ``4V + p·V``,
-  comes after the saved output is freed.
+  still held: ``12V``, the peak of the loss itself; then the saved output and
+  nll's gradient go, and the logits' gradient in the compute dtype, ``p·V``,
+  meets lm_head's weight gradient when lm_head trains (``grad``).  The two
+  moments never overlap, so the start of backward needs the larger of
+  ``12V`` and ``p·V`` + lm_head's gradient, not their sum.
 
-Measured with torch's MemTracker on CPU over one forward and backward of a
-one-layer Llama with V = 32,000 and 1,024 tokens: 12.04·T·V bytes at the
-peak in fp32 and 12.03·T·V in bf16.  TRL's chunked or per-row log-softmax
+Gemma 2 soft-caps the logits (``tanh(logits / 30) * 30``): tanh's output
+``p·V`` is saved for backward and its product with the cap is what the loss
+reads, so the forward's working set is ``p·V`` larger (``12V`` in fp32 and in
+bf16 alike), ``(4 + p)·V`` is kept, and the loss's backward peak is
+``(12 + p)·V``.
+
+Measured on CPU, tensor by tensor, for every family of
+``bench/accuracy/measure_grid.py`` (columns ``logits_*`` of
+``bench/accuracy/data/grid.json``).  TRL's chunked or per-row log-softmax
 (``selective_log_softmax``) and Liger's fused loss keep less; this is the
 plain Trainer path.
 """
@@ -29,16 +38,22 @@ from .dtypes import GIB
 
 @dataclass(frozen=True)
 class Logits:
-    forward: float
-    backward: float
+    forward: float          # working set of the loss in the forward pass (kept part included)
+    backward: float         # the loss's peak at the start of backward (kept part included)
     lines: tuple[str, ...]
+    kept: float = 0.0       # held from the end of the forward to the backward
+    grad: float = 0.0       # the logits' gradient in the compute dtype, alive with lm_head's weight gradient
 
 
-def logits(tokens: int, vocab: int, p: int, lm_head: bool = True) -> Logits:
+def logits(tokens: int, vocab: int, p: int, lm_head: bool = True, softcap: bool = False) -> Logits:
     if not lm_head:
         return Logits(0.0, 0.0, ("logits: none (a score head replaces the LM head)",))
-    forward = tokens * vocab * ((p + 8) if p < 4 else 8)
-    backward = 12 * tokens * vocab
-    line = (f"logits: {tokens:,} tokens × {vocab:,} vocab × 12 B (fp32 log-softmax output, its gradient "
-            f"and nll_loss's gradient at the start of backward) = {backward / GIB:.2f} GiB")
-    return Logits(forward, backward, (line,))
+    cap = p if softcap else 0
+    forward = tokens * vocab * (p + (4 if p < 4 else 0) + 4 + cap)
+    backward = (12 + cap) * tokens * vocab
+    kept = (4 + cap) * tokens * vocab
+    grad = p * tokens * vocab
+    line = (f"logits: {tokens:,} tokens × {vocab:,} vocab × {12 + cap} B (fp32 log-softmax output, its gradient "
+            f"and nll_loss's gradient at the start of backward"
+            + (f", and the soft-capping's tanh output" if softcap else "") + f") = {backward / GIB:.2f} GiB")
+    return Logits(forward, backward, (line,), kept, grad)

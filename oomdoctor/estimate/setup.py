@@ -68,7 +68,14 @@ class Setup:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not 0 <= self.zero_stage <= 3:
+        if self.eval_batch_size is not None and (not isinstance(self.eval_batch_size, int)
+                                                 or isinstance(self.eval_batch_size, bool) or self.eval_batch_size < 1):
+            raise ValueError(f"eval_batch_size must be a positive integer, got {self.eval_batch_size!r}")
+        for name in ("gpu_memory_gib", "host_ram_gib"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if not isinstance(self.zero_stage, int) or not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage!r}")
         if self.freeze_trainable_layers < 0:
             raise ValueError("freeze_trainable_layers must be >= 0")

@@ -6,6 +6,7 @@ use in ``knowledge/remedies.yaml`` (``whatif: {set: ..., multiply: ..., cap: ...
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -38,6 +39,7 @@ FIELDS: dict[str, str] = {
     "dist.offload_param": "offload_param",
 }
 OPS = ("set", "multiply", "cap")
+_REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
 
 
 class NotModelled(KeyError):
@@ -63,6 +65,12 @@ def apply(setup: Setup, changes: Mapping[str, Mapping[str, Any]]) -> Setup:
     new: dict[str, Any] = {}
     for fact, value in (changes.get("set") or {}).items():
         name = _field(fact)
+        reference = _REFERENCE.fullmatch(value) if isinstance(value, str) else None
+        if reference:
+            # "{train.batch_size}": the other fact's value as the set-up has it now.
+            value = getattr(setup, _field(reference.group(1)))
+            if value is None:
+                continue
         new[name] = tuple(value) if name in ("lora_targets", "modules_to_save") else value
     for fact, factor in (changes.get("multiply") or {}).items():
         name = _field(fact)

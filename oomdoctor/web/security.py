@@ -30,7 +30,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import BadRequest
 
 from ..knowledge import ROOT
-from ..storage import NotFound, StorageError, Store
+from ..storage import NotFound, StorageError, Store, keep_open
 from .errors import BadInput
 
 log = logging.getLogger(__name__)
@@ -98,9 +98,10 @@ def init_app(app: Flask) -> None:
         return jsonify(error="the database is unavailable; try again later", status=503), 503
 
 
-# ---------------------------------------------------------------- retention
+# ---------------------------------------------------------------- retention (and the WAL kept in place)
 
 def _sweep() -> None:
+    keep_open(current_app.config["DATABASE"])
     config = current_app.config
     if not current_app.extensions["oomdoctor.sweep"].due(time.time(), config["RETENTION_SWEEP_SECONDS"]):
         return
@@ -170,6 +171,7 @@ def _limit_and_authorize():
 def _client_key() -> str:
     if request.path.startswith("/slack/"):
         # Every Slack request comes from Slack's servers: count per workspace user instead.
+        request.get_data(cache=True)  # keep the raw body for the signature check before the form is parsed
         team, user = request.form.get("team_id", ""), request.form.get("user_id", "")
         if not (team or user) and request.form.get("payload"):
             try:
