@@ -6,11 +6,16 @@ largest of the step's moments, each summing only what is alive then:
 * end of forward: weights, optimizer states (alive from the first step on),
   gradients only while accumulating (``zero_grad(set_to_none=True)`` frees them
   after each optimizer step), every activation kept for backward, and the
-  loss's forward peak over the logits;
+  larger of the loss's forward working set over the logits and the last
+  layer's attention transient (they come one after the other);
 * start of backward: the same, with the loss gradient over the logits at its
-  12 B/token/vocab peak (and lm_head's gradient), or, under gradient
-  checkpointing, one recomputed layer plus the gradients flowing through it;
-* end of backward: all gradients, activations freed;
+  12 B/token/vocab peak, or, when lm_head trains and that is larger, the
+  logits' gradient beside lm_head's weight gradient (which only exists once
+  the loss's own tensors are gone), or, under gradient checkpointing, one
+  recomputed layer plus the gradients flowing through it;
+* end of backward: all gradients, activations freed; with tied embeddings the
+  embedding's and lm_head's shares of one gradient are summed into a third
+  tensor here;
 * optimizer step: weights, gradients, states and the step's temporaries;
 * evaluation, when an eval batch size is known: a no-grad forward's logits.
 """
@@ -25,11 +30,11 @@ from .dtypes import GIB, count
 from .logits import logits
 from .objectives import objective
 from .optimizer import has_master, optimizer_states
-from .overhead import ALLOCATOR_RESERVE, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
+from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
 from .trainable import trainable
-from .weights import weights
+from .weights import quantized_bytes, weights
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
 
@@ -86,7 +91,8 @@ def estimate(setup: Setup) -> Estimate:
         weights=w.total * k, grads=tr.bytes * k, states=opt.states * k,
         master=opt.master * k, workspace=opt.step_workspace, frozen_copies=obj.frozen_copies * base_copy,
         trainable_params=tr.params * k, layer_params=anatomy.layer_params(shape),
-        total_params=anatomy.total_params(shape), hidden=d.hidden, half=2 if p == 2 else 4)
+        total_params=anatomy.total_params(shape), hidden=d.hidden, half=2 if p == 2 else 4,
+        **_quantised_sharding(setup, shape))
     g = per_gpu(setup, states)
 
     split = setup.num_gpus if setup.strategy == "model_parallel" else 1
@@ -154,7 +160,8 @@ def estimate(setup: Setup) -> Estimate:
             "activations": eval_tokens * 3 * p * d.intermediate, "logits": eval_logits}))
     peak = max(moments, key=lambda m: m.total)
     allocated = peak.total
-    reserve = allocated * ALLOCATOR_RESERVE
+    reserve_share = reserve_fraction(setup)
+    reserve = allocated * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
@@ -172,7 +179,7 @@ def estimate(setup: Setup) -> Estimate:
                           f"by layer; the logits stay on the last GPU")
     derivation.append("peak at " + peak.name + ": " + ", ".join(
         f"{c} {v:.2f}" for c, v in breakdown.items() if c != "overhead" and v) + " GiB")
-    derivation.append(f"overhead: allocator reserve {ALLOCATOR_RESERVE:.0%} of {allocated / GIB:.2f} GiB + CUDA "
+    derivation.append(f"overhead: allocator reserve {reserve_share:.0%} of {allocated / GIB:.2f} GiB + CUDA "
                       f"context {CUDA_CONTEXT_GIB} GiB = {breakdown['overhead']:.2f} GiB")
     derivation.append(f"host RAM: {host[1]}")
     fits = headroom = None
@@ -189,6 +196,27 @@ def estimate(setup: Setup) -> Estimate:
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
     )
+
+
+def reserve_fraction(setup: Setup) -> float:
+    """The caching allocator's reserve beyond the allocated peak (see ``overhead``): larger when layers are
+    gathered and gradients reduce-scattered on a side stream."""
+    sharded = setup.num_gpus > 1 and (setup.strategy == "fsdp" or (setup.strategy == "deepspeed"
+                                                                   and setup.zero_stage == 3))
+    return ALLOCATOR_RESERVE_SHARDED if sharded else ALLOCATOR_RESERVE
+
+
+def _quantised_sharding(setup: Setup, shape: Any) -> dict[str, float]:
+    """How quantised weights shard: one layer as gathered (packed codes + 16-bit rest) and the constants
+    every rank keeps (see ``sharding``)."""
+    if not setup.quantized:
+        return {}
+    linear = anatomy.linear_weights(shape)
+    code = 1.0 if setup.load_dtype == "int8" else 0.5
+    qbytes, _, _ = quantized_bytes(setup)
+    per_layer_linear = linear / shape.layers
+    rest = anatomy.layer_params(shape) - per_layer_linear
+    return {"layer_bytes": per_layer_linear * code + rest * 2, "replicated": qbytes - linear * code}
 
 
 def _normalise(setup: Setup) -> Setup:
@@ -231,7 +259,7 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float) -> tuple[float, 
 def assumptions(setup: Setup, tr) -> list[str]:
     out = [
         f"CUDA context assumed {CUDA_CONTEXT_GIB} GiB (0.3–2 GB depending on GPU, driver and libraries)",
-        f"caching-allocator reserve assumed {ALLOCATOR_RESERVE:.0%} of allocated memory",
+        f"caching-allocator reserve assumed {reserve_fraction(setup):.0%} of allocated memory",
         f"every row padded to the full {setup.seq_len} tokens" + ("" if setup.packing else
                                                                   " (unpacked batches pad to their longest sample)"),
         "loss over the full vocabulary as transformers' ForCausalLMLoss computes it (no chunked or fused loss)",

@@ -22,6 +22,12 @@ the half weights there too.
 FSDP ``FULL_SHARD`` is ZeRO-3 with the same gathering; its CPU offload moves
 parameters, gradients and the optimizer step to the host.
 
+Quantised weights (QLoRA with ``bnb_4bit_quant_storage`` set so FSDP / ZeRO-3
+can shard them) are sharded and gathered as their packed codes, half a byte
+per NF4 weight, not at 16 bits; their quantisation constants (``quant_state``:
+absmax and the nested statistics, or LLM.int8's row scales) are module
+attributes, not parameters, so every rank keeps all of them.
+
 DDP keeps a full replica and, with ``gradient_as_bucket_view=False`` (the
 default, as accelerate passes it), communication buckets holding a second copy
 of every gradient (torch DistributedDataParallel docs: the saving of
@@ -53,6 +59,12 @@ class ModelStates:
     total_params: int
     hidden: int
     half: int               # bytes of the dtype layers are gathered in
+    layer_bytes: float | None = None    # one layer as gathered (quantised codes); default layer_params × half
+    replicated: float = 0.0             # weight bytes every rank keeps whole (quantisation constants)
+
+    @property
+    def gathered_layer(self) -> float:
+        return self.layer_bytes if self.layer_bytes is not None else self.layer_params * self.half
 
 
 @dataclass(frozen=True)
@@ -112,11 +124,11 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
     if stage in (1, 2):
         buffers += HF_ALLGATHER_BUCKET * m.half
     if stage == 3:
-        weights = weights / n
-        gathered = 2 * m.layer_params * m.half
+        weights = (weights - m.replicated) / n + m.replicated
+        gathered = 2 * m.gathered_layer
         buffers += _layer_grads(m)
         lines.append(f"weights: ZeRO-3 gathers the current and the prefetched layer, 2 × {m.layer_params:,} "
-                     f"params × {m.half} B = {gathered / GIB:.2f} GiB")
+                     f"params = {gathered / GIB:.2f} GiB")
     optimizer = opt / shard
     workspace = m.workspace / shard
     if stage >= 1:
@@ -131,9 +143,9 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
         optimizer, workspace, fp32_grads = 0.0, 0.0, 0.0
     if setup.offload_param != "none" and stage == 3:
         if setup.offload_param == "cpu":
-            host += (m.weights + m.frozen_copies) * DS_BUFFER_FACTOR
+            host += (m.weights + m.frozen_copies - m.replicated) * DS_BUFFER_FACTOR
         lines.append(f"offload: parameters to {setup.offload_param}; the GPU keeps only gathered layers")
-        weights = 0.0
+        weights = m.replicated
     if fp32_grads:
         lines.append(f"optimizer step: DeepSpeed's fp32 gradient partition 4 B × {count(m.trainable_params)}"
                      f"{f' / {shard}' if shard > 1 else ''} = {fp32_grads / GIB:.2f} GiB")
@@ -141,8 +153,8 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
 
 
 def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
-    weights = (m.weights + m.frozen_copies) / n
-    gathered = 2 * m.layer_params * m.half
+    weights = (m.weights + m.frozen_copies - m.replicated) / n + m.replicated
+    gathered = 2 * m.gathered_layer
     unit_grads = _layer_grads(m)
     lines.append(f"FSDP full_shard over {n} GPUs: weights, gradients and optimizer states divided by {n}; "
                  f"two layers gathered ({gathered / GIB:.2f} GiB)")
@@ -150,7 +162,8 @@ def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) ->
         host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
         lines.append(f"offload: FSDP CPUOffload keeps parameters, gradients and the optimizer step in host RAM "
                      f"= {host / GIB:.2f} GiB")
-        return PerGpu(0.0, gathered, 0.0, unit_grads, 0.0, 0.0, host, tuple(lines))
+        # quantisation constants are module attributes, not parameters: CPUOffload leaves them on the GPU
+        return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines))
     return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines))
 
 

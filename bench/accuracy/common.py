@@ -1,0 +1,185 @@
+"""Shared by measure_grid.py and gpu_measure.py: tiny models of the real families, set-ups, estimator figures.
+
+Everything here builds models from a config (random weights, nothing
+downloaded).  A cell is a plain dict (see ``Cell``) so that it can be written to
+JSON and rebuilt into the estimator's ``Setup`` without torch
+(``setup_for_cell``), which is what tests/test_accuracy.py does.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from oomdoctor.catalog import ModelShape  # noqa: E402
+from oomdoctor.estimate import Setup  # noqa: E402
+from oomdoctor.estimate.dtypes import GIB  # noqa: E402
+
+# The real families' shapes, scaled down (ratios kept: GQA groups, MLP width, q_dim != hidden for Gemma 2,
+# biases, tying, fused projections).  Real references in the comments.
+FAMILIES: dict[str, ModelShape] = {
+    # Llama-3-8B: h 4096, 32 heads / 8 KV heads, head 128, MLP 14336 (3.5 h), untied.
+    "llama": ModelShape(id="tiny-llama", model_type="llama", layers=3, hidden=256, heads=8, kv_heads=2,
+                        head_dim=32, intermediate=896, vocab=4096, max_position=4096),
+    # Mistral-7B-v0.3: h 4096, 32 / 8 heads, MLP 14336, vocab 32768, untied, no sliding window.
+    "mistral": ModelShape(id="tiny-mistral", model_type="mistral", layers=2, hidden=256, heads=8, kv_heads=2,
+                          head_dim=32, intermediate=896, vocab=2048, max_position=4096),
+    # Qwen2.5-0.5B: h 896, 14 / 2 heads, MLP 4864 (5.4 h), q/k/v bias, tied embeddings, huge vocabulary.
+    "qwen2": ModelShape(id="tiny-qwen2", model_type="qwen2", layers=2, hidden=256, heads=8, kv_heads=2,
+                        head_dim=32, intermediate=1376, vocab=6144, tied_embeddings=True, attention_bias=True,
+                        max_position=4096),
+    # Gemma-2-2B: h 2304, 8 / 4 heads of 256 (q_dim 2048 != h), MLP 9216, four norms a layer, tied,
+    # logit soft-capping (attention 50, final 30), GeGLU.
+    "gemma2": ModelShape(id="tiny-gemma2", model_type="gemma2", layers=2, hidden=288, heads=4, kv_heads=2,
+                         head_dim=64, intermediate=1152, vocab=4096, tied_embeddings=True, norms_per_layer=4,
+                         max_position=4096),
+    # Phi-3-mini: h 3072, 32 heads, no GQA, fused qkv_proj and gate_up_proj, MLP 8192.
+    "phi3": ModelShape(id="tiny-phi3", model_type="phi3", layers=2, hidden=256, heads=8, kv_heads=8, head_dim=32,
+                       intermediate=688, vocab=2048, layout="phi3", max_position=4096),
+    # Mixtral-8x7B: h 4096, 32 / 8 heads, 8 experts of 14336, 2 active.
+    "mixtral": ModelShape(id="tiny-mixtral", model_type="mixtral", layers=2, hidden=256, heads=8, kv_heads=2,
+                          head_dim=32, intermediate=448, vocab=2048, experts=4, experts_active=2,
+                          expert_naming="w123", max_position=4096),
+}
+
+# Keys transformers needs beyond ModelShape.to_hf_config() for a tiny random model.
+CONFIG_EXTRAS: dict[str, dict[str, Any]] = {
+    "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    "gemma2": {"pad_token_id": 0, "query_pre_attn_scalar": 64},
+}
+
+
+def hf_config(family: str) -> dict[str, Any]:
+    cfg = FAMILIES[family].to_hf_config()
+    cfg.update(CONFIG_EXTRAS.get(family, {}))
+    return cfg
+
+
+def shape_for(family: str) -> ModelShape:
+    """The shape as OOM Doctor reads it from the tiny model's config.json."""
+    return ModelShape.from_hf_config(hf_config(family), id=FAMILIES[family].id)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured configuration."""
+
+    family: str
+    method: str = "full"              # full | lora
+    dtype: str = "fp32"               # the weights' dtype: fp32 | bf16
+    autocast: bool = False            # bf16 mixed precision (Trainer bf16=True)
+    optimizer: str = "adamw"          # adamw | sgd_momentum | adafactor
+    batch: int = 1
+    seq: int = 64
+    padded: bool = False              # last row padded (attention_mask zeros), as an unpacked batch is
+    grad_checkpointing: bool = False
+    attention: str = "sdpa"           # eager | sdpa
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    lora_dropout: float = 0.0
+
+    @property
+    def name(self) -> str:
+        parts = [self.family, self.method, self.dtype + ("+amp" if self.autocast else ""), self.attention,
+                 f"b{self.batch}s{self.seq}" + ("pad" if self.padded else "")]
+        if self.grad_checkpointing:
+            parts.append("gc")
+        if self.optimizer != "adamw":
+            parts.append(self.optimizer)
+        if self.method == "lora":
+            parts.append(f"r{self.lora_rank}" + ("all" if self.lora_targets == ("all-linear",) else "qv")
+                         + (f"d{self.lora_dropout:g}" if self.lora_dropout else ""))
+        return "/".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lora_targets"] = list(self.lora_targets)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Cell":
+        d = dict(d)
+        d["lora_targets"] = tuple(d.get("lora_targets", ("q_proj", "v_proj")))
+        return cls(**d)
+
+
+def setup_for_cell(cell: Cell, shape: ModelShape | None = None) -> Setup:
+    """The estimator's Setup for a measured cell.
+
+    ``precision`` is the mixed-precision switch (Trainer ``bf16=True``), so bf16
+    weights without autocast are ``load_dtype="bf16", precision="fp32"``.  An
+    unpadded batch is what the estimator calls ``packing`` (no padding mask).
+    """
+    return Setup(
+        model=shape or shape_for(cell.family), method=cell.method, load_dtype=cell.dtype,
+        precision="bf16" if cell.autocast else "fp32", optimizer=cell.optimizer, batch_size=cell.batch,
+        seq_len=cell.seq, grad_checkpointing=cell.grad_checkpointing, attention=cell.attention,
+        lora_rank=cell.lora_rank, lora_targets=tuple(cell.lora_targets), lora_dropout=cell.lora_dropout,
+        packing=not cell.padded,
+    )
+
+
+def estimator_components(setup: Setup) -> dict[str, float]:
+    """The estimator's figure for each measured quantity, in bytes."""
+    from oomdoctor.estimate import estimate
+    from oomdoctor.estimate.activations import activations, compute_dtypes
+    from oomdoctor.estimate.logits import logits
+    from oomdoctor.estimate.objectives import objective
+    from oomdoctor.estimate.optimizer import optimizer_states
+    from oomdoctor.estimate.trainable import trainable
+    from oomdoctor.estimate.weights import weights
+    from oomdoctor.estimate import anatomy
+
+    tr = trainable(setup)
+    w = weights(setup, tr)
+    opt = optimizer_states(setup, tr)
+    rows = objective(setup).rows
+    acts = activations(setup, rows)
+    p, _, _ = compute_dtypes(setup)
+    d = anatomy.dims(setup.model)
+    lg = logits(rows * setup.seq_len, d.vocab, p, True, d.logit_softcap)
+    vh = d.vocab * d.hidden
+    head = lg.grad + vh * tr.groups[0].dtype_bytes if setup.method == "full" else 0.0
+    if setup.method == "full" and acts.weight_copies and tr.groups[0].dtype_bytes == 4 and p == 2:
+        head = max(lg.grad + vh * p, vh * (4 + p))      # autocast's half copy's gradient, then its fp32 cast
+    est = estimate(setup)
+    return {
+        "params": w.total,
+        "grads": tr.bytes,
+        "optimizer": opt.states + opt.master,
+        "activations": acts.kept,
+        "recompute": acts.recompute,
+        "weight_copies": acts.weight_copies,
+        "logits_kept": lg.kept,
+        "logits_forward": lg.forward,
+        # the start of backward: the loss's peak, or later the logits' gradient beside lm_head's weight gradient
+        "logits_backward": max(lg.backward, head),
+        "forward_peak": est.moments["end of forward"] * GIB,
+        "backward_peak": max(est.moments["start of backward"], est.moments["end of backward"]) * GIB,
+        "peak": est.allocated_gib * GIB,
+    }
+
+
+@dataclass
+class Measured:
+    params: float = 0.0
+    grads: float = 0.0
+    optimizer: float = 0.0
+    activations: float = 0.0
+    saved: float | None = None      # the same through saved_tensors_hooks (without checkpointing)
+    recompute: float = 0.0
+    weight_copies: float = 0.0
+    logits_kept: float = 0.0
+    logits_forward: float = 0.0
+    logits_backward: float = 0.0
+    lm_head_grad: float = 0.0
+    forward_peak: float = 0.0
+    backward_peak: float = 0.0
+    peak: float = 0.0
+    peak_moment: str = ""
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,268 @@
+"""Peak GPU memory of a few real fine-tuning steps, against the estimator (needs an NVIDIA GPU; --dry-run on CPU).
+
+Builds a small model from its config (random weights, nothing downloaded; by
+default Qwen2.5-0.5B's shape from oomdoctor's catalog), trains it for a few
+steps the way the Hugging Face Trainer does (AdamW from torch with its CUDA
+default, bf16 autocast over a bf16 model or, for full fine-tuning, also fp32
+weights, ``zero_grad(set_to_none=True)``, gradient checkpointing through
+``gradient_checkpointing_enable``) and records, from the second step on,
+``torch.cuda.max_memory_allocated``, ``torch.cuda.max_memory_reserved`` and the
+device's used memory (``mem_get_info``: reserved plus the CUDA context, what
+nvidia-smi shows).  Runs full fine-tuning, LoRA (peft) and, when bitsandbytes
+is installed, QLoRA, each with gradient checkpointing off and on.  Writes
+``bench/accuracy/data/gpu_<name>.json`` (GPU name, library versions, every run
+with its Setup, the measurement and the estimate) and prints estimator vs
+measured.
+
+``--dry-run`` does everything but CUDA: a two-layer version of the model on the
+CPU, the tensor-level peak from ``instrument.Tracker`` in place of
+``max_memory_allocated``, no QLoRA, and nothing written unless ``--name`` is given.
+
+Usage::
+
+    python bench/accuracy/gpu_measure.py [--model qwen2.5-0.5b] [--name h200] [--steps 3] [--only lora]
+    python bench/accuracy/gpu_measure.py --dry-run
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import gc
+import json
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import ROOT  # noqa: E402,F401  (puts the repository on sys.path)
+from oomdoctor.catalog import ModelShape, get_model  # noqa: E402
+from oomdoctor.estimate import Setup, estimate  # noqa: E402
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class Run:
+    method: str                 # full | lora | qlora
+    load_dtype: str             # fp32 | bf16 | nf4
+    batch: int
+    seq: int
+    grad_checkpointing: bool
+    attention: str = "sdpa"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("all-linear",)
+
+    @property
+    def name(self) -> str:
+        return (f"{self.method}/{self.load_dtype}/{self.attention}/b{self.batch}s{self.seq}"
+                + ("/gc" if self.grad_checkpointing else ""))
+
+
+def runs(dry: bool) -> list[Run]:
+    b, s = (1, 64) if dry else (4, 1024)
+    out = []
+    for gc_on in (False, True):
+        out.append(Run("full", "bf16", b, s, gc_on))
+        out.append(Run("lora", "bf16", b, s, gc_on))
+        out.append(Run("qlora", "nf4", b, s, gc_on))
+    out.append(Run("full", "fp32", b, s, True))                   # Trainer bf16=True without torch_dtype
+    out.append(Run("lora", "bf16", 1, 4 * s, True))               # a long single row
+    return out
+
+
+def setup_for(shape: ModelShape, run: Run) -> Setup:
+    return Setup(model=shape, method=run.method, load_dtype=run.load_dtype, precision="bf16",
+                 optimizer="adamw", batch_size=run.batch, seq_len=run.seq,
+                 grad_checkpointing=run.grad_checkpointing, attention=run.attention, lora_rank=run.lora_rank,
+                 lora_targets=run.lora_targets, lora_dropout=0.05, packing=True,
+                 kbit_fp32_upcast=run.method == "qlora")
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import transformers
+    out = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
+    for name in ("peft", "bitsandbytes", "flash_attn"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception:       # noqa: BLE001 - optional
+            pass
+    return out
+
+
+def build(shape: ModelShape, run: Run, device: str, tmp: Path):
+    import torch
+    import transformers
+
+    cfg = shape.to_hf_config()
+    cfg.setdefault("max_position_embeddings", 32768)
+    if not cfg.get("max_position_embeddings"):
+        cfg["max_position_embeddings"] = 32768
+    model_type = cfg.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    config.use_cache = False
+    torch.manual_seed(0)
+    dtype = torch.float32 if run.load_dtype == "fp32" else torch.bfloat16
+    if run.method == "qlora":
+        # bitsandbytes quantises on load: save the random model once, load it back in 4 bit
+        path = tmp / f"{shape.id}-bf16"
+        if not path.exists():
+            transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(path)
+        bnb = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                              bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, quantization_config=bnb, dtype=torch.bfloat16,
+                                                                  attn_implementation=run.attention,
+                                                                  device_map={"": device})
+    else:
+        with torch.device(device):
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype,
+                                                                  attn_implementation=run.attention)
+    if run.method in ("lora", "qlora"):
+        import peft
+        if run.method == "qlora":
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=run.grad_checkpointing)
+        targets = "all-linear" if run.lora_targets == ("all-linear",) else list(run.lora_targets)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=run.lora_rank, lora_alpha=2 * run.lora_rank,
+                                                           lora_dropout=0.05, target_modules=targets,
+                                                           task_type="CAUSAL_LM"))
+    if run.grad_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    return model, config.vocab_size
+
+
+def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> dict:
+    import torch
+
+    device = "cpu" if dry else "cuda"
+    if not dry:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    model, vocab = build(shape, run, device, tmp)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=1e-5, weight_decay=0.0)    # foreach on CUDA, the Trainer's default
+    g = torch.Generator(device="cpu").manual_seed(1)
+    ids = torch.randint(0, vocab, (run.batch, run.seq), generator=g).to(device)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
+    tracker = None
+    if dry:
+        from instrument import Tracker, storage_bytes
+        pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
+        ptrs = {t.untyped_storage().data_ptr() for t in pre if t.numel()}
+        tracker = Tracker(storage_bytes(pre), ptrs, {p.untyped_storage().data_ptr() for p in model.parameters()})
+    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16)
+    times = []
+    with warnings.catch_warnings(), (tracker if tracker is not None else contextlib.nullcontext()):
+        warnings.simplefilter("ignore")
+        for step in range(steps):
+            if step == 1:
+                if dry:
+                    tracker.reset_peak()
+                else:
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+            with autocast:
+                loss = model(**batch).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del loss
+            if not dry:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    if dry:
+        allocated = reserved = tracker.peak
+        used = None
+    else:
+        allocated = torch.cuda.max_memory_allocated()
+        reserved = torch.cuda.max_memory_reserved()
+        free, total = torch.cuda.mem_get_info()
+        used = total - free          # reserved now plus the context: nvidia-smi's figure, after the step
+    del model, opt, batch, trainable
+    gc.collect()
+    if not dry:
+        torch.cuda.empty_cache()
+    est = estimate(setup_for(shape, run))
+    meas = {"allocated_gib": allocated / GIB, "reserved_gib": reserved / GIB,
+            "used_gib": None if used is None else used / GIB, "step_s": sorted(times)[len(times) // 2]}
+    estd = {"allocated_gib": est.allocated_gib, "reserved_gib": est.reserved_gib, "per_gpu_gib": est.per_gpu_gib,
+            "peak_moment": est.peak_moment, "breakdown": est.breakdown}
+    return {"run": run.name, "setup": {k: v for k, v in vars(setup_for(shape, run)).items() if k != "model"},
+            "model": shape.id, "measured": meas, "estimate": estd,
+            "error": {"allocated": (est.allocated_gib - meas["allocated_gib"]) / meas["allocated_gib"],
+                      "reserved": (est.reserved_gib - meas["reserved_gib"]) / meas["reserved_gib"]}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen2.5-0.5b", help="oomdoctor catalog id (random weights from its config)")
+    ap.add_argument("--name", help="output name: data/gpu_<name>.json (default: the GPU's name)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--only", help="runs whose name contains this")
+    ap.add_argument("--dry-run", action="store_true", help="CPU only, two layers, no CUDA")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    dry = args.dry_run
+    if not dry and not torch.cuda.is_available():
+        print("no CUDA device: use --dry-run to exercise the script on CPU", file=sys.stderr)
+        return 2
+    shape = get_model(args.model)
+    if dry:
+        shape = replace(shape, layers=2, max_position=4096)
+    has_bnb = not dry and _has("bitsandbytes")
+    plan = [r for r in runs(dry) if (r.method != "qlora" or has_bnb)]
+    if args.only:
+        plan = [r for r in plan if args.only in r.name]
+    gpu = "cpu (dry run)" if dry else torch.cuda.get_device_name(0)
+    total = None if dry else torch.cuda.get_device_properties(0).total_memory / GIB
+    print(f"{gpu}; model {shape.id} ({shape.param_count() / 1e9:.2f}B params); {len(plan)} runs")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in plan:
+            try:
+                r = measure(shape, run, args.steps, dry, Path(tmp))
+            except Exception as exc:  # noqa: BLE001 - keep the other runs; an OOM is a result too
+                results.append({"run": run.name, "error_message": f"{type(exc).__name__}: {exc}"[:500]})
+                print(f"{run.name:40} failed: {type(exc).__name__}: {str(exc)[:120]}")
+                if not dry:
+                    torch.cuda.empty_cache()
+                continue
+            results.append(r)
+            m, e = r["measured"], r["estimate"]
+            print(f"{run.name:40} allocated {m['allocated_gib']:7.2f} GiB est {e['allocated_gib']:7.2f} "
+                  f"({100 * r['error']['allocated']:+5.1f}%)  reserved {m['reserved_gib']:7.2f} est "
+                  f"{e['reserved_gib']:7.2f} ({100 * r['error']['reserved']:+5.1f}%)  peak at {e['peak_moment']}")
+    if dry and not args.name:
+        print("dry run: nothing written (give --name to write)")
+        return 0
+    name = args.name or gpu.replace("NVIDIA ", "").replace(" ", "_").lower()
+    out = HERE / "data" / f"gpu_{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"about": "bench/accuracy/gpu_measure.py", "date": _dt.date.today().isoformat(),
+                               "gpu": gpu, "gpu_memory_gib": total, "dry_run": dry, "versions": versions(),
+                               "steps": args.steps, "runs": results}, indent=1, default=str) + "\n")
+    print(f"wrote {out.relative_to(HERE.parents[1])}")
+    return 0
+
+
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

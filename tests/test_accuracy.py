@@ -1,0 +1,165 @@
+"""The estimator, as it is in the repository now, against the recorded measurements (no torch needed).
+
+* ``bench/accuracy/data/grid.json``: exact bytes of a training step of tiny
+  models of six families on CPU (``bench/accuracy/measure_grid.py``).  Every
+  cell's set-up is rebuilt into a ``Setup`` and estimated afresh: parameters,
+  gradients and optimizer states within 1 %, activations within 10 %.
+* ``bench/accuracy/published.yaml``: published peak-memory measurements
+  (``bench/accuracy/compare_published.py``): on the in-scope rows a median
+  absolute error <= 10 % and a lower median than accelerate's and gpu_poor's
+  rules.  The issue's "no row worse than 25 %" is not met yet (FSDP with
+  reentrant checkpointing; see bench/accuracy/README.md): it is kept as a strict
+  xfail, so meeting it fails the suite until the marker goes, beside a guard at
+  today's worst error so a change that makes it worse fails too.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "accuracy"
+sys.path.insert(0, str(BENCH))
+
+from common import Cell, estimator_components, setup_for_cell  # noqa: E402
+import compare_published  # noqa: E402
+
+GRID = json.loads((BENCH / "data" / "grid.json").read_text())
+TARGETS = {"params": 0.01, "grads": 0.01, "optimizer": 0.01, "activations": 0.10}
+# What the recorded grid also shows, within these bounds today (not issue targets; guards against regressions).
+ALSO = {"weight_copies": 0.01, "logits_kept": 0.01, "logits_forward": 0.02, "logits_backward": 0.05,
+        "forward_peak": 0.10, "backward_peak": 0.10, "peak": 0.10}
+WORST_PUBLISHED_TODAY = 0.32
+
+
+def _error(cell_row: dict, est: dict, key: str) -> float | None:
+    meas = cell_row["measured"].get(key)
+    if not meas:
+        return None
+    if key == "weight_copies" and cell_row["cell"]["grad_checkpointing"]:
+        return None     # forward's copies measured, the recomputed layer's estimated
+    return (est[key] - meas) / meas
+
+
+@pytest.fixture(scope="module")
+def grid_estimates() -> list[tuple[dict, dict]]:
+    out = []
+    for row in GRID["cells"]:
+        cell = Cell.from_dict(row["cell"])
+        out.append((row, estimator_components(setup_for_cell(cell))))
+    return out
+
+
+def test_grid_covers_the_families_methods_and_dtypes():
+    cells = [Cell.from_dict(r["cell"]) for r in GRID["cells"]]
+    assert {c.family for c in cells} == {"llama", "mistral", "qwen2", "gemma2", "phi3", "mixtral"}
+    assert {c.method for c in cells} == {"full", "lora"}
+    assert {c.attention for c in cells} == {"eager", "sdpa"}
+    assert {c.dtype for c in cells} == {"fp32", "bf16"} and any(c.autocast for c in cells)
+    assert {c.optimizer for c in cells} == {"adamw", "sgd_momentum", "adafactor"}
+    assert {True, False} == {c.grad_checkpointing for c in cells} == {c.padded for c in cells}
+    assert len({(c.batch, c.seq) for c in cells}) >= 6
+    assert {"torch", "transformers", "peft"} <= set(GRID["versions"])
+
+
+@pytest.mark.parametrize("key", sorted(TARGETS))
+def test_grid_within_the_issue_targets(grid_estimates, key):
+    bad = []
+    for row, est in grid_estimates:
+        err = _error(row, est, key)
+        if err is not None and abs(err) > TARGETS[key]:
+            bad.append(f"{row['name']}: {err:+.2%}")
+    assert not bad, f"{key} outside ±{TARGETS[key]:.0%}: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("key", sorted(ALSO))
+def test_grid_logits_and_peaks_hold(grid_estimates, key):
+    bad = []
+    for row, est in grid_estimates:
+        err = _error(row, est, key)
+        if err is not None and abs(err) > ALSO[key]:
+            bad.append(f"{row['name']}: {err:+.2%}")
+    assert not bad, f"{key} outside ±{ALSO[key]:.0%}: " + "; ".join(bad)
+
+
+def test_grid_saved_tensors_agree_with_the_live_count():
+    """Without checkpointing what autograd saved and what is alive at the end of the forward are the same
+    storages (4 B apart at most: the loss scalar)."""
+    for row in GRID["cells"]:
+        m = row["measured"]
+        if m.get("saved") is not None:
+            assert abs(m["saved"] - m["activations"]) <= 8, row["name"]
+
+
+# ---------------------------------------------------------------------------------------------- published
+@pytest.fixture(scope="module")
+def published():
+    results, summary = compare_published.compare()
+    return [r for r in results if r["scope"] == "in"], summary
+
+
+def test_published_rows_are_sourced_and_say_what_they_measured():
+    for row in compare_published.load_rows():
+        assert row["source"]["url"].startswith("https://")
+        assert row["measured"] in compare_published.FIELD
+        assert row["unit"] in compare_published.UNITS
+        assert row.get("scope", "in") in ("in", "out")
+        if row.get("scope") == "out":
+            assert row.get("why_out")
+
+
+def test_published_median_error_within_ten_percent(published):
+    rows, summary = published
+    assert len(rows) >= 20
+    assert summary["in_scope"]["ours"]["median_abs"] <= 0.10
+
+
+def test_published_beats_the_simple_rules(published):
+    rows, summary = published
+    ours = summary["in_scope"]["ours"]["median_abs"]
+    assert ours < summary["in_scope"]["accelerate"]["median_abs"]
+    assert ours < summary["in_scope"]["gpu_poor"]["median_abs"]
+    # row by row, too: closer than either rule on most rows
+    wins = sum(abs(r["ours_err"]) < min(abs(r["accelerate_err"]), abs(r["gpu_poor_err"])) for r in rows)
+    assert wins >= 0.8 * len(rows)
+
+
+def test_published_worst_row_no_worse_than_today(published):
+    rows, _ = published
+    assert max(abs(r["ours_err"]) for r in rows) <= WORST_PUBLISHED_TODAY
+
+
+@pytest.mark.xfail(strict=True, reason="issue target not met: FSDP runs with reentrant gradient checkpointing "
+                                       "hold more than the estimate (bench/accuracy/README.md)")
+def test_published_no_row_worse_than_twenty_five_percent(published):
+    rows, _ = published
+    assert max(abs(r["ours_err"]) for r in rows) <= 0.25
+
+
+def test_allocator_reserve_constants_follow_the_published_pairs():
+    """overhead.ALLOCATOR_RESERVE(_SHARDED) are the medians of (nvidia-smi - context) / allocated (or reserved /
+    allocated) over the published runs that give both figures."""
+    from oomdoctor.estimate.overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB
+
+    by: dict[str, dict] = {}
+    for row in compare_published.load_rows():
+        key = row["id"].removesuffix("-smi").removesuffix("-alloc")
+        by.setdefault(key, {})[row["measured"]] = row
+    single, sharded = [], []
+    for pair in by.values():
+        if "allocated" not in pair or not ({"nvidia-smi", "reserved"} & set(pair)):
+            continue
+        alloc = compare_published.measured_gib(pair["allocated"])
+        if "nvidia-smi" in pair:
+            ratio = (compare_published.measured_gib(pair["nvidia-smi"]) - CUDA_CONTEXT_GIB) / alloc - 1
+        else:
+            ratio = compare_published.measured_gib(pair["reserved"]) / alloc - 1
+        strategy = pair["allocated"]["setup"].get("strategy", "single")
+        (sharded if strategy in ("fsdp", "deepspeed") else single).append(ratio)
+    assert len(single) >= 5 and len(sharded) >= 5
+    assert statistics.median(single) == pytest.approx(ALLOCATOR_RESERVE, abs=0.02)
+    assert statistics.median(sharded) == pytest.approx(ALLOCATOR_RESERVE_SHARDED, abs=0.02)

@@ -1,0 +1,43 @@
+"""Re-measure a few grid cells on CPU and hold the estimator to them (runs only where torch is installed).
+
+The full grid is ``bench/accuracy/measure_grid.py`` (minutes); these cells
+cover one family each of fused projections (Phi-3), soft-capping and four norms
+(Gemma 2), grouped-GEMM experts (Mixtral), a padded SDPA batch, LoRA with
+dropout, checkpointing and autocast over fp32 weights, in a few seconds each.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "accuracy"))
+
+from common import Cell, estimator_components, setup_for_cell  # noqa: E402
+from measure_grid import errors, run_cell  # noqa: E402
+
+CELLS = [
+    Cell("phi3", "full", batch=2, seq=64, padded=True, attention="sdpa"),
+    Cell("gemma2", "lora", batch=2, seq=32, padded=True, attention="eager", lora_targets=("q_proj", "v_proj")),
+    Cell("mixtral", "lora", batch=2, seq=64, padded=True, grad_checkpointing=True),
+    Cell("llama", "lora", batch=2, seq=64, padded=True, lora_rank=16, lora_targets=("all-linear",),
+         lora_dropout=0.05),
+    Cell("llama", "full", dtype="fp32", autocast=True, batch=2, seq=32, padded=True),
+]
+TARGETS = {"params": 0.01, "grads": 0.01, "optimizer": 0.01, "activations": 0.10, "peak": 0.10}
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.name)
+def test_cell_within_targets(cell):
+    measured = run_cell(cell)
+    est = estimator_components(setup_for_cell(cell))
+    err = errors({k: v for k, v in vars(measured).items() if k != "notes"}, est, cell.grad_checkpointing)
+    for key, limit in TARGETS.items():
+        assert err[key] is not None and abs(err[key]) <= limit, f"{key}: {err[key]:+.2%}"
+    if measured.saved is not None:
+        assert abs(measured.saved - measured.activations) <= 8
