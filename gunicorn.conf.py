@@ -5,16 +5,27 @@ import os
 bind = os.environ.get("OOMDOCTOR_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("OOMDOCTOR_WORKERS", min(4, multiprocessing.cpu_count() * 2)))
 threads = int(os.environ.get("OOMDOCTOR_THREADS", 2))
-# A 16 MiB log is parsed in well under this; a hung request is killed and restarted.
+worker_class = "gthread"
+# A request that runs longer than this is killed with its worker, which gunicorn restarts;
+# docs/hardening.md has the measured cost of a turn per MiB of log.
 timeout = int(os.environ.get("OOMDOCTOR_TIMEOUT", 60))
 graceful_timeout = 20
 keepalive = 5
-# Header limits; the body limit is the app's MAX_CONTENT_LENGTH (OOMDOCTOR_MAX_MESSAGE_BYTES).
+# Workers are replaced now and then, so that no slow leak can grow without bound.
+max_requests = int(os.environ.get("OOMDOCTOR_MAX_REQUESTS", 2000))
+max_requests_jitter = max_requests // 10
+# Heartbeat files in memory, not on a disk that may stall under load.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+# Header limits; the body limit is the app's MAX_CONTENT_LENGTH (OOMDOCTOR_MAX_MESSAGE_BYTES + 64 KiB).
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
 accesslog = os.environ.get("OOMDOCTOR_ACCESS_LOG", "-")
+# The path without its query string and no Referer: neither can carry a token into the log.
+# %(L)s is the request's time in seconds.
+access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(L)s "%(a)s"'
 errorlog = "-"
 loglevel = os.environ.get("OOMDOCTOR_LOG_LEVEL", "info")
-# Load the knowledge base once in the master; workers fork with it.
+# Load the knowledge base once in the master; workers fork with it. A database that cannot be
+# used stops the master here, before any worker starts, with the reason in one line.
 preload_app = True

@@ -65,6 +65,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 _KEEPERS: dict[tuple[int, str], sqlite3.Connection] = {}
+# A process serves one database; a test process opens many, so only the latest few are kept.
+_MAX_KEEPERS = 4
 
 
 def keep_open(path: str | Path) -> None:
@@ -76,10 +78,16 @@ def keep_open(path: str | Path) -> None:
     checkpoints it every 1000 pages). Keyed by process id: a connection never crosses a fork.
     """
     key = (os.getpid(), str(path))
-    if key not in _KEEPERS and str(path) != ":memory:":
-        conn = connect(path)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # a read opens the WAL and keeps it open
-        _KEEPERS[key] = conn
+    if key in _KEEPERS or str(path) == ":memory:":
+        return
+    conn = connect(path)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # a read opens the WAL and keeps it open
+    _KEEPERS[key] = conn
+    while len(_KEEPERS) > _MAX_KEEPERS:
+        oldest = next(iter(_KEEPERS))
+        old = _KEEPERS.pop(oldest)
+        if oldest[0] == os.getpid():
+            old.close()
 
 
 class Store:
