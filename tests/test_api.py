@@ -99,3 +99,9 @@ def test_delete(client):
     cid = client.post("/api/v1/consultations", json={"message": LOG}).get_json()["id"]
     assert client.delete(f"/api/v1/consultations/{cid}").status_code == 204
     assert client.get(f"/api/v1/consultations/{cid}").status_code == 404
+
+
+def test_estimate_inputs_are_redacted(client):
+    r = client.post("/api/v1/estimate", json={"model": "hf_abcdefghijklmnopqrstuvwxyzABCDEF123456"})
+    assert r.status_code == 400
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in r.get_data(as_text=True)

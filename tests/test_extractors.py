@@ -413,3 +413,8 @@ def test_more_error_kinds(text, kind):
 ])
 def test_oom_site(text, site):
     assert facts(symptoms, text, kb=KB).get("oom.site") == site
+
+
+def test_deeply_nested_json_is_refused_before_parsing():
+    nested = '{"zero_optimization": {"stage": 3, "x": ' + "[" * 5000 + "]" * 5000 + "}}"
+    assert list(deepspeed.extract(nested)) == []

@@ -128,9 +128,8 @@ def test_numbers_too_large_for_a_setting(value):
         assert _accepts(finding.name, finding.value), finding
 
 
-@pytest.mark.xfail(strict=True, reason="deepspeed.py reads JSON true as an integer (isinstance(True, int)); found by "
-                   "fuzz/extractors_fuzz.py; observe() drops the value, so no reply shows it")
 def test_deepspeed_reads_no_boolean_as_a_number():
+    """Found by fuzz/extractors_fuzz.py: JSON true was read as the integer 1 (fixed)."""
     from oomdoctor.extractors import deepspeed
 
     text = '{"train_micro_batch_size_per_gpu": true, "gradient_accumulation_steps": true, "zero_optimization": {"stage": true}}'

@@ -33,6 +33,11 @@ def enclosing_object(text: str, inside: int, limit: int = _MAX_OBJECT) -> str | 
     return balanced_object(text, start, limit)
 
 
+# Real configs nest a handful of levels; anything deeper is refused before json.loads
+# could recurse on it.
+MAX_DEPTH = 32
+
+
 def balanced_object(text: str, start: int, limit: int = _MAX_OBJECT) -> str | None:
     depth, in_string, escaped = 0, False, False
     for i in range(start, min(len(text), start + limit)):
@@ -46,13 +51,20 @@ def balanced_object(text: str, start: int, limit: int = _MAX_OBJECT) -> str | No
                 in_string = False
         elif ch == '"':
             in_string = True
-        elif ch == "{":
+        elif ch in "{[":
             depth += 1
-        elif ch == "}":
+            if depth > MAX_DEPTH:
+                return None
+        elif ch in "}]":
             depth -= 1
             if depth == 0:
                 return text[start: i + 1]
     return None
+
+
+def _count(value: Any) -> bool:
+    # JSON true is a Python bool, and bool is an int: "stage": true is no stage.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _device(section: Any) -> str | None:
@@ -101,7 +113,7 @@ def extract(text: str) -> Iterator[Finding]:
     detail = '"zero_optimization": ' + json.dumps(zero)[:120]
     yield Finding("dist.strategy", "deepspeed", detail)
     stage = zero.get("stage")
-    if isinstance(stage, int) and 0 <= stage <= 3:
+    if _count(stage) and 0 <= stage <= 3:
         yield Finding("dist.zero_stage", stage, detail)
     for key, fact in (("offload_optimizer", "dist.offload_optimizer"), ("offload_param", "dist.offload_param")):
         device = _device(zero.get(key))
@@ -110,10 +122,10 @@ def extract(text: str) -> Iterator[Finding]:
             if device != "none" and isinstance(zero[key].get("pin_memory"), bool):
                 yield Finding("dist.pin_memory", zero[key]["pin_memory"], detail)
     micro = config.get("train_micro_batch_size_per_gpu")
-    if isinstance(micro, int):
+    if _count(micro) and micro > 0:
         yield Finding("train.batch_size", micro, "train_micro_batch_size_per_gpu")
     accum = config.get("gradient_accumulation_steps")
-    if isinstance(accum, int):
+    if _count(accum) and accum > 0:
         yield Finding("train.grad_accum", accum, "gradient_accumulation_steps")
     for key in ("bf16", "fp16"):
         section = config.get(key)

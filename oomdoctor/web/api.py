@@ -4,6 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from ..consultation import State
+from ..redaction import redact
 from ..estimate_request import EstimateInputError, estimate_reply
 from ..storage import NotFound
 from . import consultant, input as check, store
@@ -82,8 +83,11 @@ def diagnose():
 @bp.post("/api/v1/estimate")
 def estimate():
     body = check.json_body(request)
+    lang = check.language(body.pop("lang", None)) or "en"
+    # A pasted config.json or a model name can carry a token like anything else.
+    body = {k: redact(v).text if isinstance(v, str) else v for k, v in body.items()}
     try:
-        return jsonify(estimate_reply(body, check.language(body.pop("lang", None)) or "en"))
+        return jsonify(estimate_reply(body, lang))
     except EstimateInputError as exc:
         raise BadInput(str(exc)) from None
 
