@@ -128,6 +128,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
                 "change": prescription.change_for(p, kb, lang),
                 "sources": list(remedy.sources),
             })
+    kind = diagnosis_mod.oom_kind(evaluation.result)
     reply = {
         "status": "question" if question is not None else "report",
         "lang": lang,
@@ -140,6 +141,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "plans": plans,
         "assumptions": _assumptions(evaluation, state, kb, lang),
         "claims": _claims(kb, values, lang) if question is None else [],
+        "actions": kb.text(f"actions.{kind}", lang).split("\n") if question is None and f"actions.{kind}" in kb.texts else [],
         "notes": notes,
     }
     from .render import text as render_text

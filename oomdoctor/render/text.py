@@ -103,6 +103,10 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
         lines.append(f"## {t('report.verify')}")
         for d in reply["diagnoses"][:2]:
             lines.append(f"- {d['verify']}")
+    if reply.get("actions"):
+        lines.append("")
+        lines.append(f"## {t('report.actions')}")
+        lines.extend(reply["actions"])
     if reply["claims"]:
         lines.append("")
         lines.append(f"## {t('report.claims')}")
@@ -112,4 +116,6 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
         lines.append("")
         lines.append(f"## {t('report.assumptions')}")
         lines.extend(f"- {a['text']}" for a in reply["assumptions"])
+        lines.append("")
+        lines.append(t("report.offer"))
     return "\n".join(lines)
