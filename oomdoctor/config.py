@@ -12,6 +12,11 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_LANG": "en",
     # A pasted log may be long; 16 MiB keeps a whole training log but bounds the work.
     "MAX_MESSAGE_BYTES": 16 * 2**20,
+    # Per channel, each at most MAX_MESSAGE_BYTES. Slack's own slash-command text is
+    # short, so a larger Slack payload is not a paste but something else.
+    "API_MAX_MESSAGE_BYTES": 16 * 2**20,
+    "PAGE_MAX_MESSAGE_BYTES": 16 * 2**20,
+    "SLACK_MAX_MESSAGE_BYTES": 64 * 2**10,
     "RETENTION_SECONDS": 30 * 24 * 3600,
     # How often a worker deletes what is older than RETENTION_SECONDS (also once at start).
     "RETENTION_SWEEP_SECONDS": 600,

@@ -105,3 +105,15 @@ def test_estimate_inputs_are_redacted(client):
     r = client.post("/api/v1/estimate", json={"model": "hf_abcdefghijklmnopqrstuvwxyzABCDEF123456"})
     assert r.status_code == 400
     assert "hf_abcdefghijklmnopqrstuvwxyz" not in r.get_data(as_text=True)
+
+
+def test_each_channel_has_its_own_limit(tmp_path):
+    from oomdoctor.web import create_app
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "t.sqlite3"), "API_MAX_MESSAGE_BYTES": 2000})
+    client = app.test_client()
+    r = client.post("/api/v1/diagnose", json={"message": "x" * 3000})
+    assert r.status_code == 413 and "2000" in r.get_json()["error"]
+    with app.test_request_context():
+        from oomdoctor.web.input import message_limit
+        assert message_limit("slack") == 64 * 1024
+        assert message_limit("page") == app.config["MAX_MESSAGE_BYTES"]

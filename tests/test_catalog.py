@@ -4,7 +4,6 @@ bench/accuracy/data/param_counts.json, produced with transformers on the meta de
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -277,19 +276,15 @@ def test_find_models_multiple_and_none():
     assert find_models_in_text("") == []
 
 
-def test_text_scanning_is_linear():
+def test_text_scanning_finds_the_one_mention_in_a_long_text():
     big = ("Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total capacity) llama " * 4000) + "qwen2.5-7b"
-    t0 = time.perf_counter()
     found = find_models_in_text(big)
-    elapsed = time.perf_counter() - t0
     assert [m.shape.id for m in found] == ["qwen2.5-7b"]
-    assert elapsed < 2.0
-    t0 = time.perf_counter()
+    # Adversarial runs finish and find nothing; their cost per MiB is measured in bench/extractor_scaling.py.
     for evil in ("a" * 200_000 + "!", "1" * 200_000 + "b", "-" * 200_000, "8x" * 100_000):
-        find_models_in_text(evil)
-        find_gpus_in_text(evil)
-        resolve_model(evil[:5000])
-    assert time.perf_counter() - t0 < 5.0
+        assert find_models_in_text(evil) == []
+        assert find_gpus_in_text(evil) == []
+        assert resolve_model(evil[:5000])[0] is None
 
 
 # ---------------------------------------------------------------- config.json parsing

@@ -19,7 +19,7 @@ def _message() -> tuple[str, str | None]:
     unknown = set(body) - {"message", "lang"}
     if unknown:
         raise BadInput(f"unknown field(s) {sorted(unknown)}; expected 'message' and optional 'lang'")
-    text = check.message_text(body.get("message"), current_app.config["MAX_MESSAGE_BYTES"])
+    text = check.message_text(body.get("message"), check.message_limit("api"))
     return text, check.language(body.get("lang"))
 
 

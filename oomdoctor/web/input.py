@@ -100,3 +100,11 @@ def json_body(request) -> dict:
 def _depth_limit() -> int:
     from flask import current_app
     return int(current_app.config.get("MAX_JSON_DEPTH", 32))
+
+
+def message_limit(channel: str) -> int:
+    """The largest message a channel takes: its own setting, never above the global one."""
+    from flask import current_app
+
+    config = current_app.config
+    return min(config["MAX_MESSAGE_BYTES"], config.get(f"{channel.upper()}_MAX_MESSAGE_BYTES", config["MAX_MESSAGE_BYTES"]))

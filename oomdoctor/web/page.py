@@ -65,7 +65,7 @@ class PageError(Exception):
 
 
 def _checked(text: str) -> str:
-    limit = current_app.config["MAX_MESSAGE_BYTES"]
+    limit = check.message_limit("page")
     try:
         return check.message_text(text, limit)
     except BadInput as exc:
@@ -81,7 +81,7 @@ def _submitted_text() -> str:
     text = request.form.get("message", "")
     upload = request.files.get(UPLOAD_FIELD)
     if upload and upload.filename:
-        data = upload.read(current_app.config["MAX_MESSAGE_BYTES"] + 1)
+        data = upload.read(check.message_limit("page") + 1)
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -105,7 +105,7 @@ def _answer_text(lang: str) -> str:
 
 def _context(lang: str, **extra: Any) -> dict[str, Any]:
     return {"lang": lang, "t": _t(lang), "languages": LANGUAGES, "show": show, "change_text": change_text,
-            "max_bytes": current_app.config["MAX_MESSAGE_BYTES"], "upload_field": UPLOAD_FIELD, **extra}
+            "max_bytes": check.message_limit("page"), "upload_field": UPLOAD_FIELD, **extra}
 
 
 def _conversation(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str]:
@@ -195,7 +195,7 @@ def too_large(_exc):
     # The body was refused unread, so the text cannot be put back; with JavaScript it never left the page.
     lang = _lang()
     exc = PageError("error.too_large", 413, size=request.content_length or 0,
-                    limit=current_app.config["MAX_MESSAGE_BYTES"])
+                    limit=check.message_limit("page"))
     return _refused(exc, "index.html", _context(lang, text=""))
 
 

@@ -85,11 +85,11 @@ def command():
         text = rest
 
     try:
-        message = check.message_text(text, current_app.config["MAX_MESSAGE_BYTES"])
+        message = check.message_text(text, check.message_limit("slack"))
     except BadInput as exc:
         if exc.status == 413:
             return jsonify(say("error.too_large", lang, size=len(text.encode("utf-8")),
-                               limit=current_app.config["MAX_MESSAGE_BYTES"]))
+                               limit=check.message_limit("slack")))
         return jsonify(say("error.binary", lang))
     if cid is None:
         cid = db.create(State().to_dict(), owner=who, channel=here)
