@@ -16,7 +16,7 @@ $(VENV)/.test: requirements-test.txt requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	touch $@
 
-.PHONY: serve test browser-deps
+.PHONY: serve test browser-deps torch-deps
 serve: $(VENV)/.runtime
 	mkdir -p var
 	$(BIN)/gunicorn -c gunicorn.conf.py app:app
@@ -24,5 +24,12 @@ serve: $(VENV)/.runtime
 browser-deps: $(VENV)/.test
 	sh scripts/install-browser.sh
 
-test: $(VENV)/.test browser-deps
+# torch, transformers and peft for the meta-device and measured-bytes tests: about 30 s
+# from a local CPU wheel; always in CI (where those tests may not skip), else with WITH_TORCH=1.
+torch-deps: $(VENV)/.test
+	@if [ "$(CI)" = "true" ] || [ -n "$(WITH_TORCH)" ]; then \
+		$(BIN)/pip install --quiet -r bench/accuracy/requirements.txt; \
+	else echo "torch tests: skipped unless CI=true or WITH_TORCH=1 (make test WITH_TORCH=1)"; fi
+
+test: $(VENV)/.test browser-deps torch-deps
 	$(BIN)/python -m pytest -q

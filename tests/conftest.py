@@ -11,6 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require(module: str):
+    """Import a heavy test dependency (torch, transformers, peft): skip without it, except in
+    CI, where `make test` installs bench/accuracy/requirements.txt and a skip would hide a gap."""
+    try:
+        return pytest.importorskip(module)
+    except pytest.skip.Exception as exc:
+        if IN_CI:
+            pytest.fail(f"{module} is missing in CI: {exc}", pytrace=False)
+        raise
 
 
 @pytest.fixture

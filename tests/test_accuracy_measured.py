@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+from conftest import require
+
+torch = require("torch")
+require("transformers")
+require("peft")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "accuracy"))
 

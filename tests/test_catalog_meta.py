@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from conftest import require
+
+require("torch")
+require("transformers")
 
 from oomdoctor.catalog import load_models  # noqa: E402
 

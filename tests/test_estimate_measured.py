@@ -13,8 +13,10 @@ import contextlib
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import require
+
+torch = require("torch")
+transformers = require("transformers")
 
 from oomdoctor.estimate import Setup  # noqa: E402
 from oomdoctor.estimate import activations as acts  # noqa: E402
