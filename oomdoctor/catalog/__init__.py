@@ -13,6 +13,7 @@ Public API::
         CatalogError, ShapeError, UnsupportedModelType,
     )
 """
+import functools
 import re
 
 
@@ -66,14 +67,36 @@ def resolve_gpu_id(text: str) -> str | None:
 _PIECE = 4000
 _OVERLAP = 200
 # Lines worth handing to the (slower) token scanners, found with str.find, which
-# runs at memory speed even on a 10 MiB log. Every model id starts with its family's
-# name; a card is named by a vendor word or part number, or by a consumer number
-# that the same line calls a card ("on a 4090", "2x3090", "4090显卡").
-_MODEL_WORDS = ("baichuan", "chatglm", "deepseek", "gemma", "glm", "internlm", "llama", "mistral", "mixtral", "phi",
-                "qwen", "yi-", "yi ")
-_GPU_WORDS = ("nvidia", "geforce", "rtx", "gtx", "tesla", "quadro", "radeon", "instinct", "gaudi", "a10", "a30",
-              "a40", "a800", "h100", "h800", "h20", "b200", "gh200", "l4", "t4", "v100", "p100", "mi250", "mi300")
-_CARD_NUMBERS = ("2080", "3060", "3070", "3080", "3090", "4060", "4070", "4080", "4090", "5080", "5090")
+# runs at memory speed even on a 10 MiB log. The words come from the catalogs: the
+# leading word of every model and card alias ("qwen", "千问", "nvidia", "a100"); a
+# consumer card's bare number ("4090") counts only where the line calls it a card
+# ("on a 4090", "2x3090", "4090显卡").
+_LEADING_WORD = re.compile(r"[^\s\-_/]+")
+
+
+@functools.lru_cache(maxsize=1)
+def _scan_words() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    def leading(name: str) -> str:
+        match = _LEADING_WORD.match(name.lower())
+        return match.group(0) if match else ""
+
+    model_words = set()
+    for model in all_models():
+        for name in (model.id, *model.names):
+            stem = re.match(r"\D+", leading(name))
+            if stem and len(stem.group(0)) >= 2:
+                model_words.add(stem.group(0))
+    gpu_words, card_numbers = set(), set()
+    for gpu in all_gpus():
+        for name in (gpu.id, *gpu.names):
+            word = leading(name)
+            if word[:1].isdigit():
+                card_numbers.add(word[:4])
+            elif len(word) >= 2:
+                gpu_words.add(word)
+    return tuple(sorted(model_words)), tuple(sorted(gpu_words)), tuple(sorted(card_numbers))
+
+
 _CARD_CONTEXT = re.compile(r"(?i)(?:\b(?:on|a|an|with|my|two|four|eight|single)\s{0,2}|\d\s{0,2}[x×*]\s{0,2}|(?:单卡|张|块)\s{0,2})"
                            r"\d{4}(?!\d)|\b\d{4}\s{0,2}(?:ti|super|d)?\s{0,2}(?:显卡|卡|gpu|card)")
 
@@ -107,15 +130,16 @@ def _pieces(found: dict[int, str]) -> list[str]:
 
 def find_model_mentions(text: str) -> list[tuple[str, str]]:
     """``(model id, matched text)`` for each model named in ``text``, in order of first appearance."""
-    lines = _pieces(_lines_with(text, text.lower(), _MODEL_WORDS))
+    lines = _pieces(_lines_with(text, text.lower(), _scan_words()[0]))
     return [(m.shape.id, m.text) for piece in lines for m in find_models_in_text(piece)]
 
 
 def find_gpu_mentions(text: str) -> list[tuple[str, float, str]]:
     """``(gpu id, memory GiB, matched text)`` for each GPU named in ``text``, in order of first appearance."""
     lowered = text.lower()
-    found = _lines_with(text, lowered, _GPU_WORDS)
-    for start, line in _lines_with(text, lowered, _CARD_NUMBERS).items():
+    _, gpu_words, card_numbers = _scan_words()
+    found = _lines_with(text, lowered, gpu_words)
+    for start, line in _lines_with(text, lowered, card_numbers).items():
         if _CARD_CONTEXT.search(line):
             found.setdefault(start, line)
     return [(m.gpu.id, round(m.gpu.memory_mib / 1024, 4), m.text)
