@@ -44,8 +44,12 @@ def rank(result: Result, kb: KnowledgeBase) -> list[Diagnosis]:
     return ranked
 
 
-def reasons(diagnosis: Diagnosis, result: Result, lang: str) -> list[str]:
-    lookup = result.memory.value
+def reasons(diagnosis: Diagnosis, result: Result, lang: str, kb: KnowledgeBase) -> list[str]:
+    def lookup(name: str):
+        value = result.memory.value(name)
+        spec = kb.facts.get(name)
+        return (spec.label(value, lang) if spec else None) or value
+
     out = []
     for firing in result.firings:
         if firing.rule.id in diagnosis.rules and firing.rule.explain:

@@ -31,6 +31,12 @@ class FactSpec:
     text: dict[str, str]
     values: tuple[str, ...] = ()
     unit: str = ""
+    # How an enum value reads in a sentence, per language; the raw value where none is given.
+    labels: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, hash=False)
+
+    def label(self, value: Any, lang: str) -> str | None:
+        entry = self.labels.get(value) if isinstance(value, str) else None
+        return entry[lang] if entry else None
 
     def accepts(self, value: Any) -> bool:
         if self.type == "number":
@@ -173,6 +179,7 @@ def _load_facts(path: Path) -> dict[str, FactSpec]:
         "type": Field("enum", values=FACT_TYPES),
         "values": Field("list", required=False),
         "unit": Field("str", required=False),
+        "labels": Field("map", required=False),
         "en": Field("str"),
         "zh": Field("str"),
     }
@@ -182,8 +189,12 @@ def _load_facts(path: Path) -> dict[str, FactSpec]:
         check_entry(spec, schema, where)
         if spec["type"] == "enum" and not spec.get("values"):
             raise KnowledgeError(f"{where}: an enum needs 'values'")
+        labels = spec.get("labels") or {}
+        for value, text in labels.items():
+            check_ref(value, spec.get("values") or (), "value", f"{where}: labels")
+            check_value(text, Field("text"), f"{where}: labels: {value}")
         facts[name] = FactSpec(name, spec["type"], {"en": spec["en"], "zh": spec["zh"]},
-                               tuple(spec.get("values") or ()), spec.get("unit", ""))
+                               tuple(spec.get("values") or ()), spec.get("unit", ""), labels)
     return facts
 
 

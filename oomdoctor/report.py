@@ -104,7 +104,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
             "summary": scenario.summary[lang],
             "confidence": d.confidence,
             "oom_kind": scenario.oom_kind,
-            "why": diagnosis_mod.reasons(d, evaluation.result, lang),
+            "why": diagnosis_mod.reasons(d, evaluation.result, lang, kb),
             "verify": scenario.verify[lang],
             "trace": diagnosis_mod.traces(d, evaluation.result),
         })

@@ -165,3 +165,11 @@ def test_chinese_counts_and_card_numbers():
     assert facts["gpu.name"] == "rtx-3090" and facts["dist.num_gpus"] == 2 and facts["train.seq_len"] == 4096
     assert reply["remedies"][0]["id"] == "gradient_checkpointing"
     assert any(p["fits_after"] for p in reply["plans"])
+
+
+def test_enum_values_read_as_words_in_each_language():
+    zh = C.diagnose(log("cuda_oom_new.txt"), lang="zh")
+    why = " ".join(w for d in zh["diagnoses"] for w in d["why"])
+    assert "反向传播" in why and "backward" not in why
+    en = C.diagnose(log("cuda_oom_new.txt"))
+    assert "backward pass" in " ".join(w for d in en["diagnoses"] for w in d["why"])

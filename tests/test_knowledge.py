@@ -107,6 +107,8 @@ def _edit(path: Path, old: str, new: str) -> None:
     ("knowledge/remedies.yaml", 'zh: "开启梯度检查点"', 'zz: "开启梯度检查点"', "missing translation ['zh']"),
     ("knowledge/questions.yaml", "fact: model.name", "fact: model.nam", "unknown fact 'model.nam' (did you mean 'model.name'?)"),
     ("knowledge/symptoms.yaml", "asserts: {error.kind: cuda_oom,", "asserts: {error.kind: cuda_om,", "is not a valid enum for fact 'error.kind' (did you mean 'cuda_oom'?)"),
+    ("knowledge/facts.yaml", "      backward: {en: backward, zh: 反向传播}", "      backwards: {en: backward, zh: 反向传播}",
+     "unknown value 'backwards' (did you mean 'backward'?)"),
     ("rules/gpu.yaml", "{fact: oom.tried_gib}", "{fact: oom.tried_gb}", "unknown fact 'oom.tried_gb' (did you mean 'oom.tried_gib'?)"),
     ("rules/gpu.yaml", "scenario: fragmentation,", "scenario: fragmentaton,", "unknown scenario 'fragmentaton' (did you mean 'fragmentation'?)"),
     ("rules/host.yaml", "    explain:\n      en: \"Optimizer", "    explain:\n      fr: x\n      en: \"Optimizer", "unknown language"),
