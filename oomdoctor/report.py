@@ -91,6 +91,18 @@ def _claims(kb: KnowledgeBase, values: dict[str, Any], lang: str) -> list[dict[s
     return out
 
 
+def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
+    """What the notes mean, in the user's words: redactions and answers that could not be read."""
+    out = []
+    for note in notes:
+        key, _, count = note.partition(":")
+        if key == "redacted":
+            out.append(kb.text("notice.redacted", lang, count=count))
+        elif key == "not_understood":
+            out.append(kb.text("notice.not_understood", lang))
+    return out
+
+
 def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question: Question | None, lang: str,
           notes: list[str]) -> dict[str, Any]:
     memory = evaluation.memory
@@ -143,6 +155,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "claims": _claims(kb, values, lang) if question is None else [],
         "actions": kb.text(f"actions.{kind}", lang).split("\n") if question is None and f"actions.{kind}" in kb.texts else [],
         "notes": notes,
+        "notices": _notices(notes, kb, lang),
     }
     from .render import text as render_text
     reply["text"] = render_text.render(reply, kb)

@@ -117,3 +117,12 @@ def test_each_channel_has_its_own_limit(tmp_path):
         from oomdoctor.web.input import message_limit
         assert message_limit("slack") == 64 * 1024
         assert message_limit("page") == app.config["MAX_MESSAGE_BYTES"]
+
+
+def test_redaction_is_said_in_the_users_language(client):
+    message = LOG + "\nexport HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n用的是 llama3 8b"
+    reply = client.post("/api/v1/diagnose", json={"message": message}).get_json()
+    assert reply["lang"] == "zh"
+    assert any("敏感信息" in n for n in reply["notices"])
+    assert "hf_AbCdEf" not in json.dumps(reply, ensure_ascii=False)
+    assert reply["text"].startswith("(")

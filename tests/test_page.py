@@ -334,3 +334,12 @@ def test_a_consultation_with_a_setting_turn_still_renders(app, client):
         store.close()
     page = _html(client.get(f"/c/{cid}"))
     assert "<legend>Full fine-tuning, LoRA or QLoRA?</legend>" in page
+
+
+def test_redaction_notice_is_shown_on_the_page(tmp_path):
+    from oomdoctor.web import create_app
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "n.sqlite3"), "CSRF_ENABLED": False})
+    client = app.test_client()
+    text = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\ntoken=ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    page = client.post("/", data={"message": text}, follow_redirects=True).get_data(as_text=True)
+    assert 'class="notices"' in page and "ghp_AbCdEf" not in page

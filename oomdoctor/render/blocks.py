@@ -40,7 +40,7 @@ BAR_WIDTH = 24
 # Which parts of a report go first when it is too big (lowest first).
 KEEP_ALWAYS = 1000
 IMPORTANCE = {"assumptions": 10, "derivation": 15, "claims": 20, "verify": 30, "remedy": 40, "plans": 50, "more_diagnoses": 55,
-              "estimate": 80, "kind": 90, "actions": 95, "top_remedy": 96}
+              "estimate": 80, "kind": 90, "actions": 95, "top_remedy": 96, "notices": 97}
 
 ANSWER_BLOCK = "answer:"    # block_id prefix; "<consultation id>:<question id>" follows
 SHARE_ACTION = "share"
@@ -107,6 +107,8 @@ def render(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str | 
         groups = _report(reply, kb, cid, shared_by)
     if note:
         groups.insert(0, (KEEP_ALWAYS, [context(escape(note))]))
+    if reply.get("notices"):
+        groups.insert(0, (IMPORTANCE["notices"], [context(*(escape(n) for n in reply["notices"]))]))
     blocks = _fit(groups, kb.text("slack.truncated", reply["lang"]))
     return message(reply.get("text") or "", blocks, shared=shared_by is not None)
 

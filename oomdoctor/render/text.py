@@ -39,7 +39,7 @@ def change_text(change: dict[str, Any]) -> str:
 def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
     lang = reply["lang"]
     t = lambda key, **kw: kb.text(key, lang, **kw)  # noqa: E731
-    lines: list[str] = []
+    lines: list[str] = [f"({notice})" for notice in reply.get("notices", [])]
     if reply["questions"]:
         q = reply["questions"][0]
         if reply["diagnoses"]:
