@@ -1,4 +1,6 @@
 """The question policy: ask what changes the answer, once, and not too often."""
+import pytest
+
 from oomdoctor.consultation import State, default
 from oomdoctor.engine import Provenance, WorkingMemory
 
@@ -38,3 +40,15 @@ def test_unreadable_answer_counts_as_unknown_and_moves_on():
 def test_one_shot_never_asks():
     reply = C.diagnose(OOM)
     assert reply["questions"] == [] and reply["status"] == "report"
+
+
+def test_full_fine_tuning_without_a_dtype_asks_for_it_and_the_answer_halves_the_states():
+    state, reply = C.take_turn(State(), OOM + "\nQwen2.5-7B full fine-tuning, seq 1024, batch 1")
+    assert reply["questions"][0]["id"] == "ask_load_dtype"
+    before = C.diagnose(OOM + "\nQwen2.5-7B full fine-tuning, seq 1024, batch 1")["estimate"]["breakdown"]["weights"]
+    state, reply = C.take_turn(state, "bf16 (torch_dtype=torch.bfloat16)")
+    facts = {f["name"]: f for f in reply["facts"]}
+    assert facts["model.load_dtype"]["value"] == "bf16" and facts["model.load_dtype"]["source"]["kind"] == "answer"
+    while reply["status"] == "question":
+        state, reply = C.take_turn(state, "skip")
+    assert reply["estimate"]["breakdown"]["weights"] == pytest.approx(before / 2, rel=0.01)
