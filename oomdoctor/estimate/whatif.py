@@ -264,9 +264,13 @@ def _candidates(upper: int) -> Iterable[int]:
 
 
 def smallest_gpu(setup: Setup, gpus: Iterable[tuple[str, float]]) -> tuple[str, float, Estimate] | None:
-    """The GPU with the least memory on which the set-up fits, as ``(id, memory_gib, estimate)``."""
+    """The GPU with the least memory on which the set-up fits, as ``(id, memory_gib, estimate)``.
+
+    The card's size changes only the verdict, not the memory the job needs, so the
+    set-up is estimated once and held against each card.
+    """
+    need = estimate(setup).per_gpu_gib
     for gpu_id, memory in sorted(gpus, key=lambda g: g[1]):
-        est = estimate(setup.replace(gpu_memory_gib=memory))
-        if est.fits:
-            return gpu_id, memory, est
+        if need <= memory:
+            return gpu_id, memory, estimate(setup.replace(gpu_memory_gib=memory))
     return None
