@@ -266,6 +266,32 @@ def test_offload_moves_optimizer_states_to_host_ram():
     assert offloaded.per_gpu_gib < on_gpu.per_gpu_gib
 
 
+def test_fsdp_keeps_the_root_unit_whole_from_forward_to_the_end_of_backward():
+    states = ModelStates(weights=2e9, grads=0, states=0, master=0, workspace=0, frozen_copies=0,
+                         trainable_params=0, layer_params=10**7, total_params=10**9, hidden=4096, half=2,
+                         root_bytes=3e8)
+    two = per_gpu(setup(strategy="fsdp", num_gpus=2), states)
+    assert two.gathered == 2 * 10**7 * 2 + 3e8
+    assert per_gpu(setup(strategy="fsdp", num_gpus=1), states).gathered == 2 * 10**7 * 2
+    assert per_gpu(setup(strategy="deepspeed", zero_stage=3, num_gpus=2), states).gathered < two.gathered
+    # end to end: both embedding matrices (untied) and the final norm, gathered in bf16, also under CPU offload
+    root_gib = (2 * 128256 * 4096 + 4096) * 2 / GIB
+    offload = estimate(setup(method="qlora", load_dtype="nf4", num_gpus=2, strategy="fsdp", offload_param="cpu",
+                             offload_optimizer="cpu"))
+    assert offload.breakdown["weights"] > root_gib
+    assert any(f"lm_head), whole from forward to the end of backward ({root_gib:.2f} GiB)" in line
+               for line in offload.derivation)
+
+
+def test_bitsandbytes_dequantises_the_widest_weight_during_a_matmul():
+    kw = dict(model=LLAMA3_70B, grad_checkpointing=True, batch_size=2, seq_len=2048, kbit_fp32_upcast=False)
+    q = acts.activations(setup(method="qlora", load_dtype="nf4", **kw), rows=2)
+    plain = acts.activations(setup(method="lora", load_dtype="bf16", **kw), rows=2)
+    widest = 8192 * 28672           # gate/up/down_proj of Llama-3-70B, dequantised to bf16
+    assert q.backward_working - plain.backward_working == pytest.approx(widest * 2)
+    assert q.forward_transient == pytest.approx(max(plain.forward_transient, widest * 2))
+
+
 def test_ddp_keeps_a_replica_and_gradient_buckets():
     single = estimate(setup(method="full", load_dtype="bf16"))
     ddp = estimate(setup(method="full", load_dtype="bf16", strategy="ddp", num_gpus=4))

@@ -73,7 +73,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import anatomy
-from .dtypes import FLOAT_BYTES
+from .dtypes import FLOAT_BYTES, GIB
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
 
@@ -410,6 +410,17 @@ def activations(setup: Setup, rows: int) -> Activations:
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
     working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd))
+    if setup.quantized:
+        # bitsandbytes multiplies by a dequantised copy of the whole weight (MatMul4Bit.forward and .backward:
+        # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.
+        # One at a time, the largest one bounds it; a 16-bit copy is cast again for a fp32 input.
+        widest = max((b.d_in * b.d_out for b in ctx.blocks), default=0)
+        dequant = widest * (ctx.p + (2 if ctx.p == 4 else 0))
+        working += dequant
+        if setup.load_dtype != "int8":
+            transient = max(transient, dequant)
+        lines.append(f"activations: bitsandbytes' dequantised weight during a matmul, the widest "
+                     f"{widest:,} × {ctx.p + (2 if ctx.p == 4 else 0)} B = {dequant / GIB:.2f} GiB")
     copies = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:

@@ -142,6 +142,12 @@ def layer_params(shape: Any) -> int:
     return (sum(b.params for b in blocks(shape)) + shape.norm_params() - final_norm) // shape.layers
 
 
+def root_params(shape: Any) -> int:
+    """Parameters outside the decoder layers: embeddings, the final norm and lm_head (FSDP's root unit)."""
+    in_layers = sum(b.params for b in blocks(shape)) + shape.norm_params() - shape.hidden
+    return total_params(shape) - in_layers
+
+
 def all_linear_names(shape: Any) -> list[str]:
     """What peft's ``target_modules="all-linear"`` selects: every linear but the output layer."""
     names: list[str] = []

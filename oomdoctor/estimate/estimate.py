@@ -92,7 +92,7 @@ def estimate(setup: Setup) -> Estimate:
         master=opt.master * k, workspace=opt.step_workspace, frozen_copies=obj.frozen_copies * base_copy,
         trainable_params=tr.params * k, layer_params=anatomy.layer_params(shape),
         total_params=anatomy.total_params(shape), hidden=d.hidden, half=2 if p == 2 else 4,
-        **_quantised_sharding(setup, shape))
+        root_bytes=anatomy.root_params(shape) * (2 if p == 2 else 4) * k, **_quantised_sharding(setup, shape))
     g = per_gpu(setup, states)
 
     split = setup.num_gpus if setup.strategy == "model_parallel" else 1

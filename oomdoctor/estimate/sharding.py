@@ -19,8 +19,11 @@ weights, states and fp32 gradients live in pinned host memory, which DeepSpeed
 sizes with ``additional_buffer_factor = 1.5``; ``offload_param`` (stage 3) moves
 the half weights there too.
 
-FSDP ``FULL_SHARD`` is ZeRO-3 with the same gathering; its CPU offload moves
-parameters, gradients and the optimizer step to the host.
+FSDP ``FULL_SHARD`` is ZeRO-3 with the same gathering, except that the root
+unit (what the decoder-layer wrapping leaves over: embeddings, final norm,
+lm_head) is not resharded after forward and stays whole through backward;
+its CPU offload moves parameters, gradients and the optimizer step to the
+host, and the gathered units (the root among them) still compute on the GPU.
 
 Quantised weights (QLoRA with ``bnb_4bit_quant_storage`` set so FSDP / ZeRO-3
 can shard them) are sharded and gathered as their packed codes, half a byte
@@ -61,6 +64,7 @@ class ModelStates:
     half: int               # bytes of the dtype layers are gathered in
     layer_bytes: float | None = None    # one layer as gathered (quantised codes); default layer_params × half
     replicated: float = 0.0             # weight bytes every rank keeps whole (quantisation constants)
+    root_bytes: float = 0.0             # FSDP's root unit (embeddings, final norm, lm_head) as gathered
 
     @property
     def gathered_layer(self) -> float:
@@ -154,10 +158,15 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
 
 def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
     weights = (m.weights + m.frozen_copies - m.replicated) / n + m.replicated
-    gathered = 2 * m.gathered_layer
+    # The root unit is not resharded after forward (torch.distributed.fsdp._runtime_utils._post_forward_reshard:
+    # "Do not free the root's parameters in the post-forward"), so it stays whole until backward is over.
+    root = m.root_bytes if n > 1 else 0.0
+    gathered = 2 * m.gathered_layer + root
     unit_grads = _layer_grads(m)
     lines.append(f"FSDP full_shard over {n} GPUs: weights, gradients and optimizer states divided by {n}; "
-                 f"two layers gathered ({gathered / GIB:.2f} GiB)")
+                 f"two layers gathered ({2 * m.gathered_layer / GIB:.2f} GiB)"
+                 + (f" and the root unit (embeddings, final norm, lm_head), whole from forward to the end of "
+                    f"backward ({root / GIB:.2f} GiB)" if root else ""))
     if setup.offload_param != "none" or setup.offload_optimizer != "none":
         host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
         lines.append(f"offload: FSDP CPUOffload keeps parameters, gradients and the optimizer step in host RAM "
