@@ -15,6 +15,8 @@ RANK_DECAY = 0.12
 MIN_CONFIDENCE = 0.2
 MIN_SAVING_GIB = 0.25
 MIN_SAVING_SHARE = 0.02
+# The phase a failure happened in, as the estimate's moment of the step.
+FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation"}
 
 
 @dataclass
@@ -55,19 +57,26 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif current is not None and current.result.fits is False:
-        # What makes it fit comes first; then the diagnosis's order, weighed by how much each saves.
-        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -_weighed(p, current), p.remedy))
+        # What makes it fit comes first; then the diagnosis's order, weighed by how much each saves of the
+        # moment that failed (evaluation when that is where it died, so training's peak does not decide).
+        moment = FAILED_MOMENT.get(values.get("phase"))
+        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -_weighed(p, current, moment),
+                                p.remedy))
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]
 
 
-def _weighed(p: Prescription, current: Estimation) -> float:
-    """The diagnosis score, scaled by the share of memory the remedy saves (a half when unknown)."""
+def _weighed(p: Prescription, current: Estimation, moment: str | None = None) -> float:
+    """The diagnosis score, scaled by the share of memory the remedy saves (a half when unknown), at the
+    failed moment of the step when the estimate has it, else at the peak."""
     if p.after is None:
         return p.score
-    before = current.result.per_gpu_gib
-    return p.score * (0.5 + max(0.0, before - p.after.result.per_gpu_gib) / before)
+    if moment and moment in (current.result.moments or {}) and moment in (p.after.result.moments or {}):
+        before, now = current.result.moments[moment], p.after.result.moments[moment]
+    else:
+        before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
+    return p.score * (0.5 + max(0.0, before - now) / before)
 
 
 def _helps(after: Estimation, current: Estimation, kind: str | None) -> bool:

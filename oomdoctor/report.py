@@ -7,7 +7,7 @@ from . import diagnosis as diagnosis_mod
 from . import prescription
 from .estimation import estimate_from, limits
 from .knowledge import KnowledgeBase, Question
-from .templating import fill
+from .templating import fill, show
 
 if TYPE_CHECKING:
     from .consultation import Evaluation, State
@@ -19,10 +19,11 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 2)
 
 
-def estimate_dict(estimation, capacity: float | None) -> dict[str, Any] | None:
+def estimate_dict(estimation, capacity: float | None, failed: str | None = None) -> dict[str, Any] | None:
     if estimation is None:
         return None
     raw = estimation.result.as_dict()
+    moment = _failed_moment(estimation, failed)
     out = {
         "per_gpu_gib": _round(raw["per_gpu_gib"]),
         "allocated_gib": _round(raw.get("allocated_gib")),
@@ -32,12 +33,36 @@ def estimate_dict(estimation, capacity: float | None) -> dict[str, Any] | None:
         "fits": raw.get("fits"),
         "headroom_gib": _round(raw.get("headroom_gib")),
         "peak_moment": raw.get("peak_moment"),
+        # The moment the failure happened in, when it is not the step's peak (evaluation after training ran).
+        "failed_moment": {"name": moment, "gib": _round(estimation.result.at(moment))} if moment else None,
         "total_params": raw.get("total_params"),
         "trainable_params": raw.get("trainable_params"),
         "derivation": raw.get("derivation", []),
     }
     out.update(limits(estimation))
     return out
+
+
+def _say_failed_moment(reply: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
+    """The failed moment's figures as sentences every renderer shows as they are."""
+    est = reply.get("estimate")
+    moment = (est or {}).get("failed_moment")
+    if not moment:
+        return
+    phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
+    label = kb.facts["phase"].label(phase, lang) or phase
+    moment["text"] = kb.text("report.failed_moment", lang, moment=label, value=show(moment["gib"]))
+    for r in reply["remedies"]:
+        if r.get("failed_moment_after_gib") is not None:
+            r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
+                                               value=show(r["failed_moment_after_gib"]))
+
+
+def _failed_moment(estimation, failed: str | None) -> str | None:
+    moment = prescription.FAILED_MOMENT.get(failed)
+    if moment is None or estimation is None or estimation.result.at(moment) is None:
+        return None
+    return moment if moment != estimation.result.peak_moment else None
 
 
 def _capacity(evaluation, values: dict[str, Any]) -> float | None:
@@ -122,6 +147,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         })
     remedies = []
     plans = []
+    failed = _failed_moment(evaluation.estimation, values.get("phase"))
     if question is None:
         ranked = prescription.rank(evaluation.diagnoses, evaluation.result, kb, values, evaluation.estimation)
         for plan in prescription.combinations(ranked, kb, evaluation.estimation):
@@ -136,6 +162,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
                 "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]},
                 "estimate_after_gib": _round(p.after.result.per_gpu_gib) if p.after else None,
                 "fits_after": p.after.result.fits if p.after else None,
+                "failed_moment_after_gib": _round(p.after.result.at(failed)) if p.after and failed else None,
                 "breakdown_after": _breakdown(p.after),
                 "change": prescription.change_for(p, kb, lang),
                 "sources": list(remedy.sources),
@@ -148,7 +175,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "facts": [f.as_dict() for f in memory],
         "diagnoses": diagnoses,
         "questions": [question_dict(question, lang)] if question is not None else [],
-        "estimate": estimate_dict(evaluation.estimation, _capacity(evaluation, values)),
+        "estimate": estimate_dict(evaluation.estimation, _capacity(evaluation, values), values.get("phase")),
         "remedies": remedies,
         "plans": plans,
         "assumptions": _assumptions(evaluation, state, kb, lang),
@@ -157,6 +184,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "notes": notes,
         "notices": _notices(notes, kb, lang),
     }
+    _say_failed_moment(reply, kb, lang)
     from .render import text as render_text
     reply["text"] = render_text.render(reply, kb)
     return reply

@@ -155,6 +155,15 @@ def test_eval_failure_keeps_eval_remedies_and_plans_with_fact_references():
     # The what-if "eval batch = train batch" resolves to a number, in the change and in the estimate.
     small = next(r for r in reply["remedies"] if r["id"] == "eval_batch_size_small")
     assert small["change"]["training_args"]["per_device_eval_batch_size"] == 8
+    # The failure was in evaluation, which is not the step's peak: its own figure is stated, and each remedy's
+    # effect on it; ranking weighs what a remedy saves there, so training-only remedies come after.
+    failed = reply["estimate"]["failed_moment"]
+    assert failed["name"] == "evaluation" and failed["gib"] < reply["estimate"]["per_gpu_gib"]
+    assert "evaluation, where it failed" in failed["text"] and failed["text"] in reply["text"]
+    after = {r["id"]: r["failed_moment_after_gib"] for r in reply["remedies"]}
+    assert after["eval_accumulation_steps"] < failed["gib"] / 2
+    assert after["gradient_checkpointing"] == failed["gib"]
+    assert ids.index("eval_batch_size_small") < ids.index("gradient_checkpointing")
     plan = reply["plans"][0]
     assert plan["fits_after"] and plan["estimate_after_gib"] < 39.39
 

@@ -52,3 +52,20 @@ def test_full_fine_tuning_without_a_dtype_asks_for_it_and_the_answer_halves_the_
     while reply["status"] == "question":
         state, reply = C.take_turn(state, "skip")
     assert reply["estimate"]["breakdown"]["weights"] == pytest.approx(before / 2, rel=0.01)
+
+
+def test_evaluation_oom_with_compute_metrics_asks_for_the_eval_set_size_and_prices_the_fix():
+    from pathlib import Path
+    text = (Path(__file__).parent / "fixtures" / "rules" / "eval_logits_metrics.txt").read_text(encoding="utf-8")
+    state, reply = C.take_turn(State(), text)
+    assert reply["questions"][0]["id"] == "ask_eval_samples"
+    state, reply = C.take_turn(state, "2500")
+    while reply["status"] == "question":
+        state, reply = C.take_turn(state, "skip")
+    est = reply["estimate"]
+    # 2,500 samples × 1,024 tokens × (128,256 bf16 logits + an int64 label), twice at the concatenation
+    kept = 2500 * 1024 * (128256 * 2 + 8) * 2 / 2 ** 30
+    assert est["peak_moment"] == "evaluation" and est["breakdown"]["logits"] == pytest.approx(kept, rel=0.01)
+    after = {r["id"]: r["estimate_after_gib"] for r in reply["remedies"]}
+    assert after["eval_accumulation_steps"] < est["per_gpu_gib"] / 10
+    assert after["prediction_loss_only"] < est["per_gpu_gib"] / 10

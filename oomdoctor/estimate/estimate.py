@@ -30,6 +30,7 @@ from .dtypes import GIB, count
 from .logits import logits
 from .objectives import objective
 from .optimizer import has_master, optimizer_states
+from .evaluation import evaluates, evaluation
 from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
@@ -61,6 +62,15 @@ class Estimate:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def at(self, moment: str) -> float | None:
+        """A moment of the step as nvidia-smi would see it (allocator reserve and CUDA context added, as for
+        ``per_gpu_gib``); None when the step has no such moment."""
+        allocated = self.moments.get(moment)
+        if allocated is None:
+            return None
+        return allocated * (self.reserved_gib / self.allocated_gib if self.allocated_gib else 1.0) + (
+            self.per_gpu_gib - self.reserved_gib)
 
 
 @dataclass(frozen=True)
@@ -151,13 +161,21 @@ def estimate(setup: Setup) -> Estimate:
             "weights": W, "gradients": G + B, "optimizer": O + g.step_extra / split, "activations": 0.0,
             "logits": 0.0}),
     ]
-    if setup.eval_batch_size:
-        eval_tokens = setup.eval_batch_size * setup.seq_len
+    ev = evaluation(setup, p) if evaluates(setup) else None
+    if ev is not None:
+        eval_tokens = ev.batch * setup.seq_len
         eval_logits = logits(eval_tokens, d.vocab, p, obj.lm_head, d.logit_softcap).forward
-        # A no-grad forward frees each op's inputs as it goes: one layer's MLP intermediates at a time.
-        moments.append(_Moment("evaluation", {
-            "weights": W, "gradients": acc_grads / split + B, "optimizer": O,
-            "activations": eval_tokens * 3 * p * d.intermediate, "logits": eval_logits}))
+        # The Trainer evaluates after the optimizer step has zeroed the gradients.  A no-grad forward frees each
+        # op's inputs as it goes: one layer's MLP intermediates at a time.  The kept logits sit beside the next
+        # step's forward; their concatenation comes after it.
+        fwd = eval_tokens * 3 * p * d.intermediate
+        base = {"weights": W + g.gathered, "gradients": B, "optimizer": O}
+        if fwd + eval_logits + ev.kept_before >= ev.kept_peak:
+            moments.append(_Moment("evaluation", dict(base, activations=fwd, logits=eval_logits + ev.kept_before)))
+        else:
+            moments.append(_Moment("evaluation", dict(base, activations=0.0, logits=ev.kept_peak)))
+        if ev.generation:
+            moments.append(_Moment("generation", dict(base, activations=ev.generation, logits=0.0)))
     peak = max(moments, key=lambda m: m.total)
     allocated = peak.total
     reserve_share = reserve_fraction(setup)
@@ -166,10 +184,10 @@ def estimate(setup: Setup) -> Estimate:
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
     per_gpu_gib = (allocated + reserve + context) / GIB
-    host = _host(setup, g.host, w.total)
+    host = _host(setup, g.host, w.total, ev.host if ev else 0.0)
 
     derivation = list(tr.lines) + list(w.lines) + list(opt.lines) + list(g.lines) + list(acts.lines) + list(lg.lines)
-    derivation += list(obj.lines)
+    derivation += list(obj.lines) + (list(ev.lines) if ev else [])
     if setup.method == "full" and tr.params:
         per_param = (w.trained + tr.bytes + opt.states + opt.master) / tr.params
         derivation.append(f"model states: {per_param:.3g} B per trained parameter (weights + gradients + "
@@ -191,7 +209,8 @@ def estimate(setup: Setup) -> Estimate:
         per_gpu_gib=per_gpu_gib, allocated_gib=allocated / GIB, reserved_gib=(allocated + reserve) / GIB,
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
         trainable_params=tr.params * k, total_params=anatomy.total_params(shape), fits=fits,
-        headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
+        headroom_gib=headroom, limiter=limiter, derivation=derivation,
+        assumptions=assumptions(setup, tr) + (list(ev.notes) if ev else []),
         moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
@@ -233,26 +252,28 @@ def _normalise(setup: Setup) -> Setup:
     return setup.replace(**changes) if changes else setup
 
 
-def _host(setup: Setup, offloaded: float, weights_bytes: float) -> tuple[float, str]:
+def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: float = 0.0) -> tuple[float, str]:
     """Host RAM: the larger of loading and training, over all ranks on the machine.
 
     Without a ``device_map`` (the Trainer's usual path) ``from_pretrained``
     materialises the whole model in CPU RAM in every rank before it moves to
     the GPU; quantised loads and ZeRO-3's ``zero.Init`` place weights on the GPU
-    (or partition them) as they load.
+    (or partition them) as they load.  Evaluation's kept predictions come on
+    top of the training-time figure.
     """
     ranks = setup.num_gpus
     base = ranks * HOST_PROCESS_GIB * GIB
     direct = setup.quantized or setup.strategy == "model_parallel" or (
         setup.strategy == "deepspeed" and setup.zero_stage == 3)
     loading = base + (0.0 if direct else ranks * weights_bytes)
-    training = base + offloaded
+    training = base + offloaded + predictions
     if loading > training:
         text = (f"loading peak, {ranks} process(es) × ({HOST_PROCESS_GIB} GiB + the model's "
                 f"{weights_bytes / GIB:.2f} GiB materialised in CPU RAM) = {loading / GIB:.2f} GiB")
     else:
         text = (f"{ranks} process(es) × {HOST_PROCESS_GIB} GiB + offloaded states {offloaded / GIB:.2f} GiB "
-                f"(pinned) = {training / GIB:.2f} GiB")
+                f"(pinned)" + (f" + evaluation predictions {predictions / GIB:.2f} GiB" if predictions else "")
+                + f" = {training / GIB:.2f} GiB")
     return max(loading, training), text
 
 

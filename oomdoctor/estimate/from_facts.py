@@ -16,7 +16,7 @@ import yaml
 
 from . import anatomy
 from .estimate import COMPONENTS, Estimate
-from .setup import Setup
+from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup
 from .whatif import FIELDS
 
 DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "knowledge" / "defaults.yaml"
@@ -159,6 +159,14 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
     if model is None:
         return None, notes
     resolved: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
+    for fact, name in FIELDS.items():
+        value = resolved.get(fact)
+        if name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS and value is not None and not (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            # "batch_size: 0" or "num_beams: 0" in a pasted config: set aside, as if unstated
+            notes.append(Assumption(fact, None, _text(f"{fact} = {value!r} is not a positive count: ignored",
+                                                      f"{fact} = {value!r} 不是正整数：已忽略")))
+            del resolved[fact]
     if "train.method" not in resolved and any(f in resolved for f in LORA_FACTS):
         resolved["train.method"] = "lora"
     # QLoRA implies a quantised load whatever float dtype was named (torch_dtype there is the compute dtype).

@@ -11,6 +11,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "adafactor",
               "sgd", "sgd_momentum", "lion", "lion_8bit")
 ATTENTIONS = ("eager", "sdpa", "flash")
+POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams")
+OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
 STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
 OFFLOADS = ("none", "cpu", "nvme")
 OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
@@ -56,6 +58,15 @@ class Setup:
     double_quant: bool = True           # QLoRA recipe; transformers' BitsAndBytesConfig defaults to False
     kbit_fp32_upcast: bool = False      # peft `prepare_model_for_kbit_training` upcasts non-quantised params
     eval_batch_size: int | None = None
+    # Evaluation and generation beside training (see ``evaluation``).
+    eval_samples: int | None = None             # examples in the evaluation set, all ranks together
+    eval_accumulation_steps: int | None = None
+    eval_compute_metrics: bool = False          # compute_metrics set: Trainer.evaluate keeps the logits
+    eval_prediction_loss_only: bool = False
+    eval_preprocess_logits: bool = False        # preprocess_logits_for_metrics (e.g. the argmax)
+    eval_generate: bool = False                 # predict_with_generate
+    gen_new_tokens: int | None = None
+    gen_beams: int = 1
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
@@ -64,13 +75,14 @@ class Setup:
                               ("objective", OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
-        for name in ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank"):
+        for name in POSITIVE_INTS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.eval_batch_size is not None and (not isinstance(self.eval_batch_size, int)
-                                                 or isinstance(self.eval_batch_size, bool) or self.eval_batch_size < 1):
-            raise ValueError(f"eval_batch_size must be a positive integer, got {self.eval_batch_size!r}")
+        for name in OPTIONAL_POSITIVE_INTS:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("gpu_memory_gib", "host_ram_gib"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):

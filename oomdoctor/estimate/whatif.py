@@ -37,6 +37,14 @@ FIELDS: dict[str, str] = {
     "dist.zero_stage": "zero_stage",
     "dist.offload_optimizer": "offload_optimizer",
     "dist.offload_param": "offload_param",
+    "eval.samples": "eval_samples",
+    "eval.accumulation_steps": "eval_accumulation_steps",
+    "eval.compute_metrics": "eval_compute_metrics",
+    "eval.prediction_loss_only": "eval_prediction_loss_only",
+    "eval.preprocess_logits": "eval_preprocess_logits",
+    "eval.predict_with_generate": "eval_generate",
+    "gen.max_new_tokens": "gen_new_tokens",
+    "eval.num_beams": "gen_beams",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
@@ -182,6 +190,13 @@ def search(setup: Setup, remedies: Iterable[Any], max_combination: int = 3, limi
                                         est.per_gpu_gib, base.per_gpu_gib - est.per_gpu_gib)
         return cache[key]
 
+    # A remedy that lowers no moment of this set-up's step (evaluation remedies where nothing is evaluated)
+    # is not an option here, alone or in a combination.
+    useless = {i for i in range(len(entries)) if (o := option((i,))) is not None and not any(
+        o.estimate.moments.get(name, 0.0) < total - 1e-9 for name, total in base.moments.items())}
+    skipped += [(entries[i][0], "lowers nothing in this set-up") for i in sorted(useless)]
+    entries = [e for i, e in enumerate(entries) if i not in useless]
+    cache.clear()
     singles = [o for o in (option((i,)) for i in range(len(entries))) if o is not None]
     options = sorted(singles, key=lambda o: (not o.fits, o.cost))
     if base.fits is False:

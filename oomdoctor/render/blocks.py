@@ -253,7 +253,8 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str |
     est = reply.get("estimate")
     if est:
         before = f"*{escape(t('report.estimate'))}*\n"
-        after = "".join(f"\n• {escape(line)}" for line in limit_lines(est, kb, lang))
+        moment = [est["failed_moment"]["text"]] if est.get("failed_moment") else []
+        after = "".join(f"\n• {escape(line)}" for line in moment + limit_lines(est, kb, lang))
         code = clip_code(escape(memory_bars(est, kb, lang)), MAX_SECTION - len(after), before)
         groups.append((IMPORTANCE["estimate"], [section(code + after)]))
         if est.get("derivation"):
@@ -271,6 +272,8 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str |
             after = " — " + escape(t("report.after", value=show(r["estimate_after_gib"])))
             if r.get("fits_after") is not None:
                 after += f" ({escape(t('report.fits') if r['fits_after'] else t('report.does_not_fit'))})"
+            if r.get("failed_moment_after"):
+                after += "; " + escape(r["failed_moment_after"])
         head = (f"*{i}. {escape(r['title'])}*{after}\n{escape(r['effect'])}\n"
                 f"_{escape(t('ui.labelled', label=t('report.cost'), value=t('ui.cost', **r['cost'])))}_\n")
         block = section(clip_code(escape(change_text(r["change"])), MAX_SECTION, head))

@@ -77,6 +77,8 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
         lines.append(f"  {t('report.per_gpu', value=show(est['per_gpu_gib']))}"
                      + (f" / {t('report.capacity', value=show(est['gpu_capacity_gib']))}" if est["gpu_capacity_gib"] else "")
                      + verdict)
+        if est.get("failed_moment"):
+            lines.append(f"  {est['failed_moment']['text']}")
         lines.append(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}")
         if est.get("smallest_gpu"):
             gpu = est["smallest_gpu"]
@@ -89,6 +91,8 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
         lines.append(f"## {t('report.remedies')}")
         for i, r in enumerate(reply["remedies"], 1):
             after = f" — {t('report.after', value=show(r['estimate_after_gib']))}" if r["estimate_after_gib"] is not None else ""
+            if r.get("failed_moment_after"):
+                after += f"; {r['failed_moment_after']}"
             lines.append(f"{i}. {r['title']}{after}")
             lines.append(f"   {r['effect']}")
             lines.append(f"   {t('report.cost')}: {r['cost']['speed']}; {r['cost']['quality']}")
