@@ -98,3 +98,20 @@ def test_full_fine_tuning_of_a_quantised_load_becomes_qlora():
     s, notes = setup_from_facts({"train.method": "full", "model.load_dtype": "nf4"}, shape=LLAMA3_8B)
     assert s.method == "qlora" and s.lora_targets == ("q_proj", "v_proj")
     assert any(n.fact == "train.method" and n.value == "qlora" for n in notes)
+
+
+def test_a_count_of_zero_in_a_config_is_set_aside_not_a_crash():
+    s, notes = setup_from_facts({"train.batch_size": 0, "eval.num_beams": 0, "eval.samples": -3,
+                                 "train.method": "lora"}, shape=LLAMA3_8B)
+    assert s.batch_size == 1 and s.gen_beams == 1 and s.eval_samples is None      # the defaults
+    ignored = {n.fact for n in notes if "not a positive count" in n.say("en")}
+    assert ignored == {"train.batch_size", "eval.num_beams", "eval.samples"}
+    assert all("不是正整数" in n.say("zh") for n in notes if "not a positive count" in n.say("en"))
+
+
+def test_a_zero_batch_in_a_pasted_config_is_answered_not_a_server_error():
+    from app import app
+    reply = app.test_client().post("/api/v1/diagnose", json={
+        "message": "TrainingArguments(per_device_train_batch_size=0)\nLlama-3-8B LoRA on a 4090, CUDA out of memory"})
+    assert reply.status_code == 200
+    assert any("per_device" in a["text"] or "batch_size" in a["text"] for a in reply.get_json()["assumptions"])
