@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Sequence, TextIO
 
+from . import knowledge
 from .consultation import State, default
 from .estimate_request import INPUTS, EstimateInputError, estimate_reply
 from .language import LANGUAGES
@@ -51,9 +52,8 @@ def _bool(raw: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {raw!r}")
 
 
-_TYPES = {"params_b": float, "gpu_memory_gib": float, "host_ram_gib": float, "batch_size": int, "seq_len": int,
-          "grad_accum": int, "lora_rank": int, "num_gpus": int, "zero_stage": int, "grad_checkpointing": _bool,
-          "packing": _bool}
+# A flag's type follows its fact's type in knowledge/facts.yaml.
+_TYPES = {"integer": int, "number": float, "boolean": _bool}
 
 
 def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
@@ -116,6 +116,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
 
 
 def parser() -> argparse.ArgumentParser:
+    kb = knowledge.default()
     top = argparse.ArgumentParser(prog="python -m oomdoctor", description="Diagnose LLM fine-tuning out-of-memory failures.")
     sub = top.add_subparsers(dest="command", required=True)
     d = sub.add_parser("diagnose", help="diagnose a pasted log or config (no questions; assumptions stated)")
@@ -128,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     for name in INPUTS:
         flag = "--" + name.replace("_", "-")
         help_text = "path to a config.json" if name == "config" else f"sets {INPUTS[name]}"
-        e.add_argument(flag, dest=name, type=_TYPES.get(name, str), help=help_text)
+        e.add_argument(flag, dest=name, type=_TYPES.get(kb.facts[INPUTS[name]].type, str), help=help_text)
     c = sub.add_parser("chat", help="an interactive consultation in the terminal")
     c.add_argument("--lang", choices=LANGUAGES)
     return top

@@ -22,7 +22,11 @@ INPUTS = {
     "modules_to_save": "lora.modules_to_save", "gpu": "gpu.name", "gpu_memory_gib": "gpu.memory_gib",
     "num_gpus": "dist.num_gpus", "strategy": "dist.strategy", "zero_stage": "dist.zero_stage",
     "offload_optimizer": "dist.offload_optimizer", "offload_param": "dist.offload_param",
-    "host_ram_gib": "host.ram_total_gib",
+    "host_ram_gib": "host.ram_total_gib", "eval_batch_size": "train.eval_batch_size",
+    "eval_samples": "eval.samples", "eval_accumulation_steps": "eval.accumulation_steps",
+    "compute_metrics": "eval.compute_metrics", "prediction_loss_only": "eval.prediction_loss_only",
+    "preprocess_logits": "eval.preprocess_logits", "predict_with_generate": "eval.predict_with_generate",
+    "max_new_tokens": "gen.max_new_tokens", "num_beams": "eval.num_beams",
 }
 
 

@@ -64,3 +64,15 @@ def test_chat_conversation_through_a_pipe():
     assert out.returncode == 0, out.stderr
     assert "Which model" in out.stdout
     assert "Remedies" in out.stdout and "estimate after" in out.stdout
+
+
+def test_estimate_evaluation_flags_price_the_kept_logits():
+    base = ["estimate", "--json", "--model", "llama-3-8b", "--method", "lora", "--gpu", "a100-80gb", "--seq-len", "2048",
+            "--eval-batch-size", "8", "--compute-metrics", "true", "--eval-samples", "500"]
+    kept = json.loads(run(*base).stdout)
+    bounded = json.loads(run(*base, "--eval-accumulation-steps", "2", "--preprocess-logits", "yes").stdout)
+    assert kept["estimate"]["peak_moment"] == "evaluation" and kept["estimate"]["fits"] is False
+    assert bounded["estimate"]["fits"] is True
+    assert "eval_accumulation_steps" in [w["remedy"] for w in kept["whatif"]]
+    out = run(*base, "--compute-metrics", "maybe")
+    assert out.returncode == 2 and "expected true or false" in out.stderr
