@@ -5,8 +5,9 @@ and name the entry by its id, which is what a knowledge author needs.
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any, Iterable
+
+from rapidfuzz import process as rf_process
 
 LANGUAGES = ("en", "zh")
 
@@ -15,9 +16,12 @@ class KnowledgeError(ValueError):
     """A knowledge or rule file is wrong; the message says where and how."""
 
 
-def suggest(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(word), sorted(map(str, choices)), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+def suggest(word: str, choices: Iterable[str], cutoff: float = 60.0) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or an empty string.  The one "did you mean" of every
+    YAML file the project reads (the knowledge base and both catalogs)."""
+    options = sorted(map(str, choices))
+    hit = rf_process.extractOne(str(word), options, score_cutoff=cutoff) if options else None
+    return f" (did you mean {hit[0]!r}?)" if hit else ""
 
 
 class Field:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
-from rapidfuzz import process as rf_process
+from ..schema import suggest as did_you_mean
 
 from .shape import EXPERT_NAMES, LAYOUTS, ModelShape, ShapeError, _TYPE_DEFAULTS
 
@@ -80,15 +80,6 @@ MLA_KEYS: dict[str, type | tuple[type, ...]] = {
     "qk_rope_head_dim": int,
     "v_head_dim": int,
 }
-
-
-def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 60.0) -> str:
-    """`` (did you mean 'x'?)`` or an empty string."""
-    choices = list(choices)
-    if not choices:
-        return ""
-    hit = rf_process.extractOne(word, choices, score_cutoff=cutoff)
-    return f" (did you mean {hit[0]!r}?)" if hit else ""
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
