@@ -133,6 +133,18 @@ def test_report_layout(kb):
     assert [(e["action_id"], e["value"]) for e in share] == [(blocks.SHARE_ACTION, CID)]
 
 
+def test_failed_moment_is_stated_beside_the_peak_and_per_remedy(kb):
+    reply = fixture("report_en")
+    reply["estimate"]["failed_moment"] = {"name": "evaluation", "gib": 43.17,
+                                          "text": "at evaluation, where it failed: 43.17 GiB"}
+    reply["remedies"][0]["failed_moment_after"] = "evaluation: 16.26 GiB"
+    message = blocks.render(reply, kb, CID)
+    assert_within_limits(message)
+    bars = next(t for t in texts_of(message) if t.startswith("*Memory estimate*"))
+    assert "• at evaluation, where it failed: 43.17 GiB" in bars
+    assert any("; evaluation: 16.26 GiB" in t for t in texts_of(message) if "Train a QLoRA adapter" in t)
+
+
 def test_shared_report_is_in_channel_without_buttons(kb):
     message = blocks.render(fixture("report_en"), kb, CID, shared_by="U123")
     assert message["response_type"] == "in_channel"
