@@ -5,6 +5,7 @@ from typing import Any, TYPE_CHECKING
 
 from . import diagnosis as diagnosis_mod
 from . import prescription
+from .estimate.estimate import TRAINING_MOMENTS
 from .estimation import estimate_from, limits
 from .knowledge import KnowledgeBase, Question
 from .templating import fill, show
@@ -43,19 +44,33 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
     return out
 
 
-def _say_failed_moment(reply: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
-    """The failed moment's figures as sentences every renderer shows as they are."""
+# An estimate this far above the card, for a step the log shows completed, is not within its own error.
+CONTRADICTION_MARGIN = 0.05
+
+
+def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
+    """Sentences about the estimate that every renderer shows as they are: the moment that failed, when it is
+    not the peak, and a training estimate that the log contradicts."""
     est = reply.get("estimate")
-    moment = (est or {}).get("failed_moment")
-    if not moment:
+    if not est:
         return
-    phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
-    label = kb.facts["phase"].label(phase, lang) or phase
-    moment["text"] = kb.text("report.failed_moment", lang, moment=label, value=show(moment["gib"]))
-    for r in reply["remedies"]:
-        if r.get("failed_moment_after_gib") is not None:
-            r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
-                                               value=show(r["failed_moment_after_gib"]))
+    remarks = est.setdefault("remarks", [])
+    moment = est.get("failed_moment")
+    if moment:
+        phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
+        label = kb.facts["phase"].label(phase, lang) or phase
+        moment["text"] = kb.text("report.failed_moment", lang, moment=label, value=show(moment["gib"]))
+        remarks.append(moment["text"])
+        for r in reply["remedies"]:
+            if r.get("failed_moment_after_gib") is not None:
+                r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
+                                                   value=show(r["failed_moment_after_gib"]))
+    capacity = est.get("gpu_capacity_gib")
+    result = evaluation.estimation.result
+    training = max((result.at(m) or 0.0) for m in TRAINING_MOMENTS)
+    if values.get("log.after_steps") is True and capacity and training > capacity * (1 + CONTRADICTION_MARGIN):
+        # Steps completed, so a training step fitted: whatever the estimate assumed is heavier than what ran.
+        remarks.append(kb.text("report.contradicted", lang, value=show(training), capacity=show(capacity)))
 
 
 def _failed_moment(estimation, failed: str | None) -> str | None:
@@ -184,7 +199,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "notes": notes,
         "notices": _notices(notes, kb, lang),
     }
-    _say_failed_moment(reply, kb, lang)
+    _remarks(reply, evaluation, values, kb, lang)
     from .render import text as render_text
     reply["text"] = render_text.render(reply, kb)
     return reply

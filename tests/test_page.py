@@ -274,7 +274,7 @@ def test_fixture_report_renders_everything(app, client, name):
     reply["estimate"].update(smallest_gpu={"id": "h100-80gb", "memory_gib": 79.65}, max_batch_size=2, min_gpus=6)
     reply["plans"] = [{"remedies": ["a", "b"], "titles": ["Plan A", "Plan B"], "estimate_after_gib": 20.1,
                        "fits_after": True, "batch_size": 2, "grad_accum": 8}]
-    reply["estimate"]["failed_moment"] = {"name": "evaluation", "gib": 43.17, "text": "FAILED-MOMENT 43.17"}
+    reply["estimate"]["remarks"] = ["FAILED-MOMENT 43.17"]
     reply["remedies"][0]["failed_moment_after"] = "MOMENT-AFTER 16.26"
     page = _html(client.get(f"/c/{_stored(app, reply)}"))
     assert "FAILED-MOMENT 43.17" in page and "MOMENT-AFTER 16.26" in page

@@ -69,3 +69,25 @@ def test_evaluation_oom_with_compute_metrics_asks_for_the_eval_set_size_and_pric
     after = {r["id"]: r["estimate_after_gib"] for r in reply["remedies"]}
     assert after["eval_accumulation_steps"] < est["per_gpu_gib"] / 10
     assert after["prediction_loss_only"] < est["per_gpu_gib"] / 10
+
+
+EVAL_AFTER_STEPS = (
+    "Llama-3-8B on an RTX 4090, batch 2, seq 1024, 2,500 eval samples, compute_metrics for accuracy\n"
+    "{'loss': 1.4821, 'grad_norm': 0.53, 'learning_rate': 1.9e-05, 'epoch': 0.12}\n"
+    " 10%|█         | 200/2000 [21:40<3:15:02,  6.50s/it]\n"
+    '  File "transformers/trainer.py", line 4180, in evaluation_loop\n'
+    "    all_preds.add(logits)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB "
+    "of which 1.20 GiB is free.")
+
+
+def test_a_training_estimate_the_log_contradicts_says_an_assumption_is_off():
+    # Nothing says LoRA, so full fine-tuning is assumed: far heavier than the 200 steps the log shows completed.
+    full = C.diagnose(EVAL_AFTER_STEPS)
+    assert any("training steps completed" in r for r in full["estimate"]["remarks"])
+    assert any("训练步骤已经完成" in r for r in C.diagnose(EVAL_AFTER_STEPS, lang="zh")["estimate"]["remarks"])
+    facts = {f["name"]: f["value"] for f in full["facts"]}
+    assert facts["eval.samples"] == 2500
+    lora = C.diagnose(EVAL_AFTER_STEPS + "\nLoRA r=16, gradient checkpointing")
+    assert not any("training steps completed" in r for r in lora["estimate"]["remarks"])
+    assert lora["estimate"]["peak_moment"] == "evaluation"

@@ -135,8 +135,7 @@ def test_report_layout(kb):
 
 def test_failed_moment_is_stated_beside_the_peak_and_per_remedy(kb):
     reply = fixture("report_en")
-    reply["estimate"]["failed_moment"] = {"name": "evaluation", "gib": 43.17,
-                                          "text": "at evaluation, where it failed: 43.17 GiB"}
+    reply["estimate"]["remarks"] = ["at evaluation, where it failed: 43.17 GiB"]
     reply["remedies"][0]["failed_moment_after"] = "evaluation: 16.26 GiB"
     message = blocks.render(reply, kb, CID)
     assert_within_limits(message)

@@ -37,6 +37,8 @@ from .sharding import ModelStates, per_gpu
 from .trainable import trainable
 from .weights import quantized_bytes, weights
 
+# The moments of a training step (evaluation and generation come between steps).
+TRAINING_MOMENTS = ("end of forward", "start of backward", "end of backward", "optimizer step")
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
 
 

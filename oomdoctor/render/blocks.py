@@ -253,8 +253,7 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str |
     est = reply.get("estimate")
     if est:
         before = f"*{escape(t('report.estimate'))}*\n"
-        moment = [est["failed_moment"]["text"]] if est.get("failed_moment") else []
-        after = "".join(f"\n• {escape(line)}" for line in moment + limit_lines(est, kb, lang))
+        after = "".join(f"\n• {escape(line)}" for line in est.get("remarks", []) + limit_lines(est, kb, lang))
         code = clip_code(escape(memory_bars(est, kb, lang)), MAX_SECTION - len(after), before)
         groups.append((IMPORTANCE["estimate"], [section(code + after)]))
         if est.get("derivation"):

@@ -77,8 +77,7 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
         lines.append(f"  {t('report.per_gpu', value=show(est['per_gpu_gib']))}"
                      + (f" / {t('report.capacity', value=show(est['gpu_capacity_gib']))}" if est["gpu_capacity_gib"] else "")
                      + verdict)
-        if est.get("failed_moment"):
-            lines.append(f"  {est['failed_moment']['text']}")
+        lines.extend(f"  {remark}" for remark in est.get("remarks", []))
         lines.append(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}")
         if est.get("smallest_gpu"):
             gpu = est["smallest_gpu"]
