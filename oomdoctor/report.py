@@ -5,7 +5,6 @@ from typing import Any, TYPE_CHECKING
 
 from . import diagnosis as diagnosis_mod
 from . import prescription
-from .estimate.estimate import TRAINING_MOMENTS
 from .estimation import estimate_from, limits
 from .knowledge import KnowledgeBase, Question
 from .templating import fill, show
@@ -44,10 +43,6 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
     return out
 
 
-# An estimate this far above the card, for a step the log shows completed, is not within its own error.
-CONTRADICTION_MARGIN = 0.05
-
-
 def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
     """Sentences about the estimate that every renderer shows as they are: the moment that failed, when it is
     not the peak, and a training estimate that the log contradicts."""
@@ -65,12 +60,11 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
             if r.get("failed_moment_after_gib") is not None:
                 r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
                                                    value=show(r["failed_moment_after_gib"]))
-    capacity = est.get("gpu_capacity_gib")
-    result = evaluation.estimation.result
-    training = max((result.at(m) or 0.0) for m in TRAINING_MOMENTS)
-    if values.get("log.after_steps") is True and capacity and training > capacity * (1 + CONTRADICTION_MARGIN):
+    if values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
         # Steps completed, so a training step fitted: whatever the estimate assumed is heavier than what ran.
-        remarks.append(kb.text("report.contradicted", lang, value=show(training), capacity=show(capacity)))
+        result = evaluation.estimation.result
+        remarks.append(kb.text("report.contradicted", lang, value=show(result.training_gib),
+                               capacity=show(result.gpu_memory_gib)))
 
 
 def _failed_moment(estimation, failed: str | None) -> str | None:

@@ -91,3 +91,16 @@ def test_a_training_estimate_the_log_contradicts_says_an_assumption_is_off():
     lora = C.diagnose(EVAL_AFTER_STEPS + "\nLoRA r=16, gradient checkpointing")
     assert not any("training steps completed" in r for r in lora["estimate"]["remarks"])
     assert lora["estimate"]["peak_moment"] == "evaluation"
+
+
+def test_evaluation_failure_asks_the_method_when_the_log_contradicts_the_assumed_one():
+    state, reply = C.take_turn(State(), EVAL_AFTER_STEPS)
+    assert reply["questions"][0]["id"] == "ask_method"
+    state, reply = C.take_turn(state, "LoRA")
+    # LoRA alone still puts a step above the card: checkpointing is the next assumption to settle
+    assert reply["questions"][0]["id"] == "ask_grad_checkpointing_estimate"
+    state, reply = C.take_turn(state, "yes")
+    while reply["status"] == "question":
+        state, reply = C.take_turn(state, "skip")
+    assert not any("training steps completed" in r for r in reply["estimate"]["remarks"])
+    assert reply["diagnoses"][0]["id"] == "eval_logits_accumulation"

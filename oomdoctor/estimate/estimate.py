@@ -65,6 +65,11 @@ class Estimate:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def training_gib(self) -> float:
+        """The training step's own peak, per GPU as nvidia-smi would see it (evaluation and generation left out)."""
+        return max((self.at(m) or 0.0) for m in TRAINING_MOMENTS)
+
     def at(self, moment: str) -> float | None:
         """A moment of the step as nvidia-smi would see it (allocator reserve and CUDA context added, as for
         ``per_gpu_gib``); None when the step has no such moment."""
