@@ -158,9 +158,16 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
 
 def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
     weights = (m.weights + m.frozen_copies - m.replicated) / n + m.replicated
+    if n == 1 and setup.offload_param == "none" and setup.offload_optimizer == "none":
+        # One rank: FSDP switches to NO_SHARD and gathers nothing; only MixedPrecision's half copy of a fp32
+        # unit exists while the unit computes (freed at its reshard), the current one and the prefetched one.
+        cast = 2 * m.layer_params * m.half if setup.load_dtype == "fp32" and m.half == 2 else 0.0
+        lines.append("FSDP on one GPU runs NO_SHARD: nothing is sharded or gathered"
+                     + (f"; MixedPrecision casts two fp32 layers to half ({cast / GIB:.2f} GiB)" if cast else ""))
+        return PerGpu(weights, cast, m.grads, 0.0, opt, m.workspace, 0.0, tuple(lines))
     # The root unit is not resharded after forward (torch.distributed.fsdp._runtime_utils._post_forward_reshard:
     # "Do not free the root's parameters in the post-forward"), so it stays whole until backward is over.
-    root = m.root_bytes if n > 1 else 0.0
+    root = m.root_bytes
     gathered = 2 * m.gathered_layer + root
     unit_grads = _layer_grads(m)
     lines.append(f"FSDP full_shard over {n} GPUs: weights, gradients and optimizer states divided by {n}; "
