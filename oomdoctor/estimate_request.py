@@ -5,6 +5,7 @@ from typing import Any
 
 from . import knowledge
 from .estimation import apply_whatif, estimate_from
+from .knowledge import MAX_MAGNITUDE
 from .report import estimate_dict
 
 
@@ -30,6 +31,9 @@ INPUTS = {
 }
 
 
+KINDS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "list": "a list"}
+
+
 def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
     from .catalog import resolve_gpu_id, resolve_model_id
 
@@ -51,13 +55,18 @@ def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
             value = resolve_gpu_id(str(raw))
             if value is None:
                 raise EstimateInputError(f"unknown GPU '{raw}': give a catalog name or gpu_memory_gib")
-        elif spec.type == "number" and isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            value = float(raw)
+        elif spec.type == "number" and spec.accepts(raw):
+            value = float(raw)      # only once it is known to fit in one
         elif spec.type == "list" and isinstance(raw, str):
             value = [part.strip() for part in raw.split(",") if part.strip()]
         if not spec.accepts(value):
-            allowed = f" (one of {list(spec.values)})" if spec.values else f" (a {spec.type})"
-            raise EstimateInputError(f"'{key}' = {raw!r} is not valid{allowed}")
+            if spec.values:
+                allowed = f"one of {list(spec.values)}"
+            else:
+                allowed = KINDS.get(spec.type, f"a {spec.type}")
+                if spec.type in ("integer", "number"):
+                    allowed += f" of at most {MAX_MAGNITUDE:.0e}"
+            raise EstimateInputError(f"'{key}' = {repr(raw)[:60]} is not valid ({allowed})")
         values[fact] = value
     return values
 
@@ -67,7 +76,7 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
     values = facts_from_inputs(inputs, kb)
     estimation = estimate_from(values)
     if estimation is None:
-        raise EstimateInputError("the model is unknown: give 'model', 'params_b' or 'config'")
+        raise EstimateInputError(_why_no_model(values))
     capacity = estimation.setup.gpu_memory_gib if hasattr(estimation.setup, "gpu_memory_gib") else values.get("gpu.memory_gib")
     whatif = []
     for remedy in kb.remedies.values():
@@ -87,3 +96,17 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions],
         "whatif": whatif,
     }
+
+
+def _why_no_model(values: dict[str, Any]) -> str:
+    """What to say when no shape came out of the inputs: the config's own fault when one was given."""
+    config = values.get("model.config")
+    if config:
+        import json
+
+        from .catalog import ModelShape, ShapeError
+        try:
+            ModelShape.from_hf_config(json.loads(config))
+        except ValueError as exc:       # ShapeError, or JSON that does not parse
+            return f"the config.json cannot be used: {str(exc)[:300]}"
+    return "the model is unknown: give 'model', 'params_b' or 'config'"

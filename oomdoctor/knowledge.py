@@ -6,6 +6,7 @@ start with the file, the entry and a suggestion, never mid-consultation.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,15 @@ FACT_TYPES = ("number", "integer", "boolean", "string", "enum", "list")
 OOM_KINDS = ("gpu", "host", "not_memory")
 
 
+# No count, size or rate the facts describe comes near this; a number beyond it (a pasted 10**400) is not one,
+# and would overflow the float arithmetic downstream.
+MAX_MAGNITUDE = 1e15
+
+
+def _plausible(value: int | float) -> bool:
+    return (math.isfinite(value) if isinstance(value, float) else True) and abs(value) <= MAX_MAGNITUDE
+
+
 @dataclass(frozen=True)
 class FactSpec:
     name: str
@@ -40,9 +50,9 @@ class FactSpec:
 
     def accepts(self, value: Any) -> bool:
         if self.type == "number":
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and _plausible(value)
         if self.type == "integer":
-            return isinstance(value, int) and not isinstance(value, bool)
+            return isinstance(value, int) and not isinstance(value, bool) and _plausible(value)
         if self.type == "boolean":
             return isinstance(value, bool)
         if self.type == "string":

@@ -126,3 +126,21 @@ def test_redaction_is_said_in_the_users_language(client):
     assert any("敏感信息" in n for n in reply["notices"])
     assert "hf_AbCdEf" not in json.dumps(reply, ensure_ascii=False)
     assert reply["text"].startswith("(")
+
+
+def test_estimate_refuses_numbers_no_set_up_has(client):
+    # 10**400 overflowed the float arithmetic (a 500); any count beyond 1e15 is refused before it gets there
+    for name in ("eval_samples", "batch_size", "max_new_tokens", "gpu_memory_gib"):
+        resp = client.post("/api/v1/estimate", data='{"model": "llama-3-8b", "%s": 1%s}' % (name, "0" * 400),
+                           content_type="application/json")
+        assert resp.status_code == 400, name
+        assert "at most 1e+15" in resp.get_json()["error"]
+
+
+def test_a_config_json_beyond_any_model_is_refused_with_the_reason(client):
+    huge = ('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1%s, '
+            '"num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 4, "vocab_size": 10}' % ("0" * 400))
+    resp = client.post("/api/v1/estimate", json={"config": huge})
+    assert resp.status_code == 400 and "beyond any model" in resp.get_json()["error"]
+    # pasted into a conversation it is simply not a model (it overflowed to a 500 before)
+    assert client.post("/api/v1/diagnose", json={"message": huge + "\nCUDA out of memory"}).status_code == 200

@@ -135,3 +135,12 @@ def test_deepspeed_reads_no_boolean_as_a_number():
     text = '{"train_micro_batch_size_per_gpu": true, "gradient_accumulation_steps": true, "zero_optimization": {"stage": true}}'
     for finding in deepspeed.extract(text):
         assert _accepts(finding.name, finding.value), finding
+
+
+def test_deepspeed_reads_no_giant_integer_as_a_count():
+    from oomdoctor.extractors import deepspeed
+
+    text = '{"train_micro_batch_size_per_gpu": 1%s, "zero_optimization": {"stage": 3}}' % ("0" * 400)
+    findings = list(deepspeed.extract(text))
+    assert all(_accepts(f.name, f.value) for f in findings)
+    assert "train.batch_size" not in {f.name for f in findings}

@@ -27,6 +27,12 @@ __all__ = [
 ]
 
 
+# Far beyond any released model (the widest dimension is a vocabulary of ~256k, the largest model ~2T
+# parameters); a config.json past them is not a model, and its numbers would overflow float arithmetic.
+MAX_DIM = 10_000_000
+MAX_PARAMS = 10 ** 14
+
+
 class ShapeError(ValueError):
     """A shape or a config.json could not be understood."""
 
@@ -162,6 +168,8 @@ class ModelShape:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ShapeError(f"{self.id or 'shape'}: {name} must be a positive int, got {v!r}")
+            if v > MAX_DIM:
+                raise ShapeError(f"{self.id or 'shape'}: {name} = {str(v)[:20]} is beyond any model (at most {MAX_DIM:,})")
         if self.layout not in LAYOUTS:
             raise ShapeError(f"{self.id}: unknown layout {self.layout!r}; known: {sorted(LAYOUTS)}")
         if self.expert_naming not in EXPERT_NAMES:
@@ -182,6 +190,9 @@ class ModelShape:
                 raise ShapeError(f"{self.id}: MLA layout needs kv_lora_rank, qk_rope_head_dim, v_head_dim")
             if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
                 raise ShapeError(f"{self.id}: MLA head_dim must equal qk_nope_head_dim + qk_rope_head_dim")
+        if self.param_count() > MAX_PARAMS:
+            raise ShapeError(f"{self.id or 'shape'}: {str(self.param_count())[:20]}… parameters is beyond any model "
+                             f"(at most {MAX_PARAMS:.0e})")
 
     # ------------------------------------------------------------------ dims
     @property

@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any, Iterator
 
+from ..knowledge import MAX_MAGNITUDE
 from . import Finding, snippet
 
 NAME = "config_keys"
@@ -54,8 +55,8 @@ def read(spec: Any, raw: str) -> Any:
             number = float(text)
         except ValueError:
             return None
-        if not math.isfinite(number):
-            return None  # "1e400", "inf", "nan" set nothing
+        if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE:
+            return None  # "1e400", "inf", "nan", "1e308" set nothing
         return int(number) if spec == "integer" else number
     if spec == "boolean":
         return True if low in _TRUE else False if low in _FALSE else None

@@ -5,6 +5,7 @@ import json
 import re
 from typing import Any, Iterator
 
+from ..knowledge import MAX_MAGNITUDE
 from . import Finding
 
 NAME = "deepspeed_config"
@@ -63,8 +64,8 @@ def balanced_object(text: str, start: int, limit: int = _MAX_OBJECT) -> str | No
 
 
 def _count(value: Any) -> bool:
-    # JSON true is a Python bool, and bool is an int: "stage": true is no stage.
-    return isinstance(value, int) and not isinstance(value, bool)
+    # JSON true is a Python bool, and bool is an int: "stage": true is no stage; 10**400 is no count either.
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_MAGNITUDE
 
 
 def _device(section: Any) -> str | None:
