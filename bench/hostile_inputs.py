@@ -56,6 +56,12 @@ CASES: list[tuple[str, bytes, str]] = [
     ("'--' x 500,000", message("--" * 500_000), "application/json"),
     ("digits x 1,000,000", message("7" * 1_000_000), "application/json"),
     ("setting of 1e400", message("per_device_train_batch_size=1e400 max_seq_length=inf"), "application/json"),
+    ("400-digit counts (eval set, DeepSpeed micro-batch)", message(
+        "max_eval_samples=1" + "0" * 400 + ' {"train_micro_batch_size_per_gpu": 1' + "0" * 400
+        + ', "zero_optimization": {"stage": 3}}\n' + TRACEBACK), "application/json"),
+    ("config.json with a 400-digit hidden_size", message(
+        '{"model_type": "llama", "hidden_size": 1' + "0" * 400 + ', "num_hidden_layers": 2, "num_attention_heads": 2, '
+        '"intermediate_size": 4, "vocab_size": 10}\n' + TRACEBACK), "application/json"),
     ("deep JSON inside the message (DeepSpeed anchor)", message('"zero_optimization": {' + "{" * 100_000 + "}" * 100_000), "application/json"),
     ("secrets in the log", message(TRACEBACK + "\nHF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567\n"), "application/json"),
 ]
