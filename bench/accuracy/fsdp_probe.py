@@ -1,0 +1,136 @@
+"""What FSDP keeps beyond one process at the end of the forward pass, on CPU (needs torch; two gloo ranks).
+
+A tiny Llama in bf16 with LoRA on q/k/v/o (peft's FSDP wrap policy, FULL_SHARD,
+bf16 MixedPrecision as accelerate sets it) runs one forward with Hugging Face's
+gradient checkpointing, once in one process and once on each of two ranks.
+``instrument.Tracker`` counts the storages created during the forward that are
+still alive at its end, at their current size (FSDP frees a gathered unit by
+resizing its storage to zero, so the size at creation would overstate it).
+The difference between the two is what FSDP itself holds; the estimator says
+it is the root unit (embeddings, final norm, lm_head), gathered in bf16 and not
+resharded after forward (``oomdoctor/estimate/sharding.py``).
+
+Usage::
+
+    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1]
+
+It starts ``torch.distributed.run`` for the two-rank half itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import ROOT  # noqa: E402,F401  (puts the repository on sys.path)
+
+BATCH, SEQ = 2, 256
+SHAPE = dict(hidden_size=256, intermediate_size=688, num_attention_heads=8, num_key_value_heads=2,
+             num_hidden_layers=4, vocab_size=1000)
+
+
+def _model(reentrant: bool):
+    import peft
+    import torch
+    import transformers
+
+    cfg = transformers.LlamaConfig(**SHAPE)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model.config.use_cache = False
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    model.enable_input_require_grads()
+    return peft.get_peft_model(model, peft.LoraConfig(r=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                                                      lora_dropout=0.1, task_type="CAUSAL_LM"))
+
+
+def kept_after_forward(fsdp: bool, reentrant: bool) -> int:
+    """Bytes created in the forward pass and alive at its end (this rank)."""
+    import torch
+
+    from instrument import Tracker, cuda_like_dropout, storage_bytes
+
+    model = _model(reentrant)
+    if fsdp:
+        from peft.utils.other import fsdp_auto_wrap_policy
+        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+
+        half = torch.bfloat16
+        model = FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(model),
+                                         device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
+                                         mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half,
+                                                                        buffer_dtype=half))
+    model.train()
+    ids = torch.randint(0, SHAPE["vocab_size"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
+    tracker = Tracker(storage_bytes(pre), {t.untyped_storage().data_ptr() for t in pre if t.numel()},
+                      {p.untyped_storage().data_ptr() for p in model.parameters()})
+    with cuda_like_dropout(), tracker:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(**batch).loss
+        kept = sum(ref().nbytes() for ref, _, _ in tracker._refs.values() if ref() is not None)
+        loss.backward()
+    return kept
+
+
+def _rank_main(reentrant: bool, out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    kept = kept_after_forward(True, reentrant)
+    if dist.get_rank() == 0:
+        Path(out).write_text(json.dumps({"kept": kept}))
+    dist.destroy_process_group()
+
+
+def probe(reentrant: bool) -> dict:
+    import tempfile
+
+    from oomdoctor.catalog import shape_from_config
+    from oomdoctor.estimate import anatomy
+
+    single = kept_after_forward(False, reentrant)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rank0.json"
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                        str(29500 + os.getpid() % 1000), __file__, "--rank-main", "--reentrant", str(int(reentrant)),
+                        "--out", str(out)], check=True, env=env, capture_output=True, timeout=600)
+        fsdp = json.loads(out.read_text())["kept"]
+    shape = shape_from_config({"model_type": "llama", **SHAPE})
+    return {"reentrant": reentrant, "tokens": BATCH * SEQ, "single_bytes": single, "fsdp_bytes": fsdp,
+            "fsdp_extra_bytes": fsdp - single, "estimated_root_bytes": anatomy.root_params(shape) * 2}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--reentrant", type=int, choices=(0, 1))
+    ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.rank_main:
+        _rank_main(bool(args.reentrant), args.out)
+        return 0
+    modes = [bool(args.reentrant)] if args.reentrant is not None else [True, False]
+    results = [probe(r) for r in modes]
+    if args.json:
+        print(json.dumps(results))
+        return 0
+    for r in results:
+        print(f"reentrant={r['reentrant']!s:5}  one process {r['single_bytes']:>10,} B  FSDP rank 0 "
+              f"{r['fsdp_bytes']:>10,} B  FSDP holds {r['fsdp_extra_bytes']:>10,} B more; the estimator's root unit "
+              f"{r['estimated_root_bytes']:>10,} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
