@@ -12,7 +12,7 @@ resharded after forward (``oomdoctor/estimate/sharding.py``).
 
 Usage::
 
-    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1]
+    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1] [--qlora 1]
 
 It starts ``torch.distributed.run`` for the two-rank half itself.
 """
@@ -35,15 +35,25 @@ SHAPE = dict(hidden_size=256, intermediate_size=688, num_attention_heads=8, num_
              num_hidden_layers=4, vocab_size=1000)
 
 
-def _model(reentrant: bool):
+def _model(reentrant: bool, quantized_from: str | None = None):
+    """The tiny Llama with LoRA; ``quantized_from``: a saved bf16 copy to load back in NF4 (QLoRA)."""
     import peft
     import torch
     import transformers
 
-    cfg = transformers.LlamaConfig(**SHAPE)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
+    if quantized_from:
+        # bitsandbytes quantises on load, the 4-bit codes stored as bf16 so that FSDP can flatten them
+        bnb = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                              bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16,
+                                              bnb_4bit_quant_storage=torch.bfloat16)
+        model = transformers.AutoModelForCausalLM.from_pretrained(quantized_from, quantization_config=bnb,
+                                                                  dtype=torch.bfloat16, attn_implementation="sdpa",
+                                                                  device_map={"": "cpu"})
+    else:
+        cfg = transformers.LlamaConfig(**SHAPE)
+        cfg._attn_implementation = "sdpa"
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
     model.config.use_cache = False
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
     model.enable_input_require_grads()
@@ -51,13 +61,24 @@ def _model(reentrant: bool):
                                                       lora_dropout=0.1, task_type="CAUSAL_LM"))
 
 
-def kept_after_forward(fsdp: bool, reentrant: bool) -> int:
+def _save_source(directory: Path) -> str:
+    """The bf16 model saved once, before any rank starts (transformers saves only on rank 0 in a process group)."""
+    import torch
+    import transformers
+
+    cfg = transformers.LlamaConfig(**SHAPE)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(directory)
+    return str(directory)
+
+
+def kept_after_forward(fsdp: bool, reentrant: bool, quantized_from: str | None = None) -> int:
     """Bytes created in the forward pass and alive at its end (this rank)."""
     import torch
 
     from instrument import Tracker, cuda_like_dropout, storage_bytes
 
-    model = _model(reentrant)
+    model = _model(reentrant, quantized_from)
     if fsdp:
         from peft.utils.other import fsdp_auto_wrap_policy
         from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
@@ -81,32 +102,34 @@ def kept_after_forward(fsdp: bool, reentrant: bool) -> int:
     return kept
 
 
-def _rank_main(reentrant: bool, out: str) -> None:
+def _rank_main(reentrant: bool, quantized_from: str | None, out: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    kept = kept_after_forward(True, reentrant)
+    kept = kept_after_forward(True, reentrant, quantized_from)
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"kept": kept}))
     dist.destroy_process_group()
 
 
-def probe(reentrant: bool) -> dict:
+def probe(reentrant: bool, qlora: bool = False) -> dict:
     import tempfile
 
     from oomdoctor.catalog import shape_from_config
     from oomdoctor.estimate import anatomy
 
-    single = kept_after_forward(False, reentrant)
     with tempfile.TemporaryDirectory() as tmp:
+        source = _save_source(Path(tmp) / "source") if qlora else None
+        single = kept_after_forward(False, reentrant, source)
         out = Path(tmp) / "rank0.json"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                         str(29500 + os.getpid() % 1000), __file__, "--rank-main", "--reentrant", str(int(reentrant)),
-                        "--out", str(out)], check=True, env=env, capture_output=True, timeout=600)
+                        "--quantized-from", source or "", "--out", str(out)], check=True, env=env,
+                       capture_output=True, timeout=600)
         fsdp = json.loads(out.read_text())["kept"]
     shape = shape_from_config({"model_type": "llama", **SHAPE})
-    return {"reentrant": reentrant, "tokens": BATCH * SEQ, "single_bytes": single, "fsdp_bytes": fsdp,
+    return {"reentrant": reentrant, "qlora": qlora, "tokens": BATCH * SEQ, "single_bytes": single, "fsdp_bytes": fsdp,
             "fsdp_extra_bytes": fsdp - single, "estimated_root_bytes": anatomy.root_params(shape) * 2}
 
 
@@ -114,19 +137,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--reentrant", type=int, choices=(0, 1))
+    ap.add_argument("--qlora", type=int, choices=(0, 1), default=0,
+                    help="1: the base in NF4 through bitsandbytes (installed separately; its CPU backend will do)")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quantized-from", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rank_main:
-        _rank_main(bool(args.reentrant), args.out)
+        _rank_main(bool(args.reentrant), args.quantized_from or None, args.out)
         return 0
     modes = [bool(args.reentrant)] if args.reentrant is not None else [True, False]
-    results = [probe(r) for r in modes]
+    results = [probe(r, bool(args.qlora)) for r in modes]
     if args.json:
         print(json.dumps(results))
         return 0
     for r in results:
-        print(f"reentrant={r['reentrant']!s:5}  one process {r['single_bytes']:>10,} B  FSDP rank 0 "
+        print(f"{'QLoRA' if r['qlora'] else 'LoRA'} reentrant={r['reentrant']!s:5}  one process {r['single_bytes']:>10,} B  FSDP rank 0 "
               f"{r['fsdp_bytes']:>10,} B  FSDP holds {r['fsdp_extra_bytes']:>10,} B more; the estimator's root unit "
               f"{r['estimated_root_bytes']:>10,} B")
     return 0
