@@ -123,10 +123,12 @@ def probe(reentrant: bool, qlora: bool = False) -> dict:
         single = kept_after_forward(False, reentrant, source)
         out = Path(tmp) / "rank0.json"
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                        str(29500 + os.getpid() % 1000), __file__, "--rank-main", "--reentrant", str(int(reentrant)),
-                        "--quantized-from", source or "", "--out", str(out)], check=True, env=env,
-                       capture_output=True, timeout=600)
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                   "--master_port", str(29500 + os.getpid() % 1000), __file__, "--rank-main",
+                   "--reentrant", str(int(reentrant)), "--quantized-from", source or "", "--out", str(out)]
+        ranks = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        if not out.exists():
+            raise RuntimeError("the two-rank run failed:\n" + (ranks.stderr or ranks.stdout)[-3000:])
         fsdp = json.loads(out.read_text())["kept"]
     shape = shape_from_config({"model_type": "llama", **SHAPE})
     return {"reentrant": reentrant, "qlora": qlora, "tokens": BATCH * SEQ, "single_bytes": single, "fsdp_bytes": fsdp,
