@@ -43,3 +43,18 @@ def test_cell_within_targets(cell):
         assert err[key] is not None and abs(err[key]) <= limit, f"{key}: {err[key]:+.2%}"
     if measured.saved is not None:
         assert abs(measured.saved - measured.activations) <= 8
+
+
+@pytest.mark.parametrize("which", ["lora/bf16/sdpa/b1s64/gc", "lora/bf16/sdpa/b1s64/eval4"])
+def test_gpu_measure_dry_run_agrees_with_the_estimate(tmp_path, which):
+    """bench/accuracy/gpu_measure.py on CPU (two layers, tensor-level peak): the script a GPU session will run."""
+    from dataclasses import replace
+
+    import gpu_measure
+    from oomdoctor.catalog import get_model
+
+    shape = replace(get_model("qwen2.5-0.5b"), layers=2, max_position=4096)
+    run = next(r for r in gpu_measure.runs(dry=True) if r.name == which)
+    result = gpu_measure.measure(shape, run, steps=2, dry=True, tmp=tmp_path)
+    assert abs(result["error"]["allocated"]) <= 0.02, result
+    assert result["estimate"]["peak_moment"] == ("evaluation" if run.eval_steps else "start of backward")

@@ -9,7 +9,9 @@ weights, ``zero_grad(set_to_none=True)``, gradient checkpointing through
 ``torch.cuda.max_memory_allocated``, ``torch.cuda.max_memory_reserved`` and the
 device's used memory (``mem_get_info``: reserved plus the CUDA context, what
 nvidia-smi shows).  Runs full fine-tuning, LoRA (peft) and, when bitsandbytes
-is installed, QLoRA, each with gradient checkpointing off and on.  Writes
+is installed, QLoRA, each with gradient checkpointing off and on, and an
+evaluation that keeps every step's logits as ``Trainer.evaluate`` does with
+``compute_metrics`` (held against the estimate's evaluation moment).  Writes
 ``bench/accuracy/data/gpu_<name>.json`` (GPU name, library versions, every run
 with its Setup, the measurement and the estimate) and prints estimator vs
 measured.
@@ -58,11 +60,12 @@ class Run:
     attention: str = "sdpa"
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("all-linear",)
+    eval_steps: int = 0         # > 0: an evaluation that keeps every step's logits (compute_metrics), no training
 
     @property
     def name(self) -> str:
         return (f"{self.method}/{self.load_dtype}/{self.attention}/b{self.batch}s{self.seq}"
-                + ("/gc" if self.grad_checkpointing else ""))
+                + ("/gc" if self.grad_checkpointing else "") + (f"/eval{self.eval_steps}" if self.eval_steps else ""))
 
 
 def runs(dry: bool) -> list[Run]:
@@ -74,15 +77,18 @@ def runs(dry: bool) -> list[Run]:
         out.append(Run("qlora", "nf4", b, s, gc_on))
     out.append(Run("full", "fp32", b, s, True))                   # Trainer bf16=True without torch_dtype
     out.append(Run("lora", "bf16", 1, 4 * s, True))               # a long single row
+    out.append(Run("lora", "bf16", b, s, False, eval_steps=4))    # Trainer.evaluate with compute_metrics
     return out
 
 
 def setup_for(shape: ModelShape, run: Run) -> Setup:
+    evaluation = dict(eval_batch_size=run.batch, eval_compute_metrics=True,
+                      eval_samples=run.batch * run.eval_steps) if run.eval_steps else {}
     return Setup(model=shape, method=run.method, load_dtype=run.load_dtype, precision="bf16",
                  optimizer="adamw", batch_size=run.batch, seq_len=run.seq,
                  grad_checkpointing=run.grad_checkpointing, attention=run.attention, lora_rank=run.lora_rank,
                  lora_targets=run.lora_targets, lora_dropout=0.05, packing=True,
-                 kbit_fp32_upcast=run.method == "qlora")
+                 kbit_fp32_upcast=run.method == "qlora", **evaluation)
 
 
 def versions() -> dict[str, str]:
@@ -159,6 +165,11 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
         tracker = Tracker(storage_bytes(pre), ptrs, {p.untyped_storage().data_ptr() for p in model.parameters()})
     autocast = torch.autocast(device_type=device, dtype=torch.bfloat16)
     times = []
+    if run.eval_steps:
+        with warnings.catch_warnings(), (tracker if tracker is not None else contextlib.nullcontext()):
+            warnings.simplefilter("ignore")
+            times = _evaluate(model, batch, run.eval_steps, autocast, dry)
+        steps = 0
     with warnings.catch_warnings(), (tracker if tracker is not None else contextlib.nullcontext()):
         warnings.simplefilter("ignore")
         for step in range(steps):
@@ -195,10 +206,38 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
             "used_gib": None if used is None else used / GIB, "step_s": sorted(times)[len(times) // 2]}
     estd = {"allocated_gib": est.allocated_gib, "reserved_gib": est.reserved_gib, "per_gpu_gib": est.per_gpu_gib,
             "peak_moment": est.peak_moment, "breakdown": est.breakdown}
+    if run.eval_steps:
+        # nothing trained: the evaluation moment is what was measured (its optimizer share is the untouched
+        # LoRA states', a few MiB, which this run never allocates)
+        allocated_est = est.moments["evaluation"]
+        estd.update(allocated_gib=allocated_est, reserved_gib=allocated_est * est.reserved_gib / est.allocated_gib,
+                    peak_moment="evaluation")
     return {"run": run.name, "setup": {k: v for k, v in vars(setup_for(shape, run)).items() if k != "model"},
             "model": shape.id, "measured": meas, "estimate": estd,
-            "error": {"allocated": (est.allocated_gib - meas["allocated_gib"]) / meas["allocated_gib"],
-                      "reserved": (est.reserved_gib - meas["reserved_gib"]) / meas["reserved_gib"]}}
+            "error": {"allocated": (estd["allocated_gib"] - meas["allocated_gib"]) / meas["allocated_gib"],
+                      "reserved": (estd["reserved_gib"] - meas["reserved_gib"]) / meas["reserved_gib"]}}
+
+
+def _evaluate(model, batch: dict, steps: int, autocast, dry: bool) -> list[float]:
+    """What Trainer.evaluate does with compute_metrics: a no-grad forward per step, its logits and labels
+    concatenated onto what is kept (transformers' EvalLoopContainer, one process)."""
+    import torch
+
+    model.eval()
+    kept_logits = kept_labels = None
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        with torch.no_grad(), autocast:
+            logits = model(**batch).logits
+        labels = batch["labels"]
+        kept_logits = logits if kept_logits is None else torch.cat((kept_logits, logits))
+        kept_labels = labels if kept_labels is None else torch.cat((kept_labels, labels))
+        del logits
+        if not dry:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
