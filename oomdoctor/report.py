@@ -44,12 +44,14 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
 
 
 def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
-    """Sentences about the estimate that every renderer shows as they are: the moment that failed, when it is
-    not the peak, and a training estimate that the log contradicts."""
+    """Words about the estimate that every renderer shows as they are: the peak's moment in the user's language,
+    the moment that failed when it is not the peak, and a training estimate that the log contradicts."""
     est = reply.get("estimate")
     if not est:
         return
     remarks = est.setdefault("remarks", [])
+    if est.get("peak_moment"):
+        est["peak_label"] = kb.text("moment." + est["peak_moment"].replace(" ", "_"), lang)
     moment = est.get("failed_moment")
     if moment:
         phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])

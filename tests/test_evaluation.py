@@ -71,3 +71,14 @@ def test_generation_keeps_a_kv_cache_for_every_row_and_beam():
 def test_trainer_default_eval_batch_is_assumed_when_unstated():
     est = estimate(setup(eval_batch_size=None, eval_compute_metrics=True))
     assert any("per_device_eval_batch_size default" in a for a in est.assumptions)
+
+
+def test_every_moment_of_the_step_reads_in_both_languages():
+    from oomdoctor.knowledge import default
+
+    texts = default().texts
+    est = estimate(setup(eval_compute_metrics=True, eval_generate=True, gen_new_tokens=64))
+    assert {"evaluation", "generation", "optimizer step"} <= set(est.moments)
+    for name in est.moments:
+        key = "moment." + name.replace(" ", "_")
+        assert texts[key]["en"] and texts[key]["zh"], key

@@ -85,7 +85,9 @@ def test_a_training_estimate_the_log_contradicts_says_an_assumption_is_off():
     # Nothing says LoRA, so full fine-tuning is assumed: far heavier than the 200 steps the log shows completed.
     full = C.diagnose(EVAL_AFTER_STEPS)
     assert any("training steps completed" in r for r in full["estimate"]["remarks"])
-    assert any("训练步骤已经完成" in r for r in C.diagnose(EVAL_AFTER_STEPS, lang="zh")["estimate"]["remarks"])
+    zh = C.diagnose(EVAL_AFTER_STEPS, lang="zh")["estimate"]
+    assert any("训练步骤已经完成" in r for r in zh["remarks"])
+    assert zh["peak_moment"] == "evaluation" and zh["peak_label"] == "评估时"
     facts = {f["name"]: f["value"] for f in full["facts"]}
     assert facts["eval.samples"] == 2500
     lora = C.diagnose(EVAL_AFTER_STEPS + "\nLoRA r=16, gradient checkpointing")
