@@ -45,7 +45,8 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
 
 def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
     """Words about the estimate that every renderer shows as they are: the peak's moment in the user's language,
-    the moment that failed when it is not the peak, and a training estimate that the log contradicts."""
+    the moment that failed when it is not the peak, evaluation logits that grow without a bound we know, and a
+    training estimate that the log contradicts."""
     est = reply.get("estimate")
     if not est:
         return
@@ -62,9 +63,11 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
             if r.get("failed_moment_after_gib") is not None:
                 r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
                                                    value=show(r["failed_moment_after_gib"]))
+    result = evaluation.estimation.result
+    if result.eval_step_gib and result.eval_steps_held is None:
+        remarks.append(kb.text("report.eval_grows", lang, value=show(result.eval_step_gib)))
     if values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
         # Steps completed, so a training step fitted: whatever the estimate assumed is heavier than what ran.
-        result = evaluation.estimation.result
         remarks.append(kb.text("report.contradicted", lang, value=show(result.training_gib),
                                capacity=show(result.gpu_memory_gib)))
 

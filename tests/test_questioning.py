@@ -106,3 +106,14 @@ def test_evaluation_failure_asks_the_method_when_the_log_contradicts_the_assumed
         state, reply = C.take_turn(state, "skip")
     assert not any("training steps completed" in r for r in reply["estimate"]["remarks"])
     assert reply["diagnoses"][0]["id"] == "eval_logits_accumulation"
+
+
+def test_generation_in_evaluation_asks_how_many_tokens_and_the_answer_grows_the_cache():
+    from pathlib import Path
+    text = (Path(__file__).parent / "fixtures" / "rules" / "generate_length_unstated.txt").read_text(encoding="utf-8")
+    state, reply = C.take_turn(State(), text + "\nmax_length 1024, batch 1")
+    assert reply["questions"][0]["id"] == "ask_new_tokens"
+    short = C.diagnose(text + "\nmax_length 1024, batch 1, num_beams=8, max_new_tokens=16")
+    long = C.diagnose(text + "\nmax_length 1024, batch 1, num_beams=8, max_new_tokens=8192")
+    assert long["estimate"]["per_gpu_gib"] > short["estimate"]["per_gpu_gib"]
+    assert long["estimate"]["peak_moment"] == "generation"

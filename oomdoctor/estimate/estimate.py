@@ -61,6 +61,10 @@ class Estimate:
     weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
     fp32_master: bool = False
     gpu_memory_gib: float | None = None
+    # Evaluation's kept predictions: what one step adds (GiB) and how many steps are held; None when unbounded
+    # (no eval set size, no eval_accumulation_steps), so only one step is counted.
+    eval_step_gib: float | None = None
+    eval_steps_held: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +225,8 @@ def estimate(setup: Setup) -> Estimate:
         moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
+        eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,
+        eval_steps_held=ev.steps_held if ev is not None else None,
     )
 
 

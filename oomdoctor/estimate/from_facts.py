@@ -122,7 +122,7 @@ def gpu_memory_from_name(name: str) -> float | None:
 ORDER = ("model.load_dtype", "train.method", "train.precision", "train.optimizer", "train.batch_size",
          "train.grad_accum", "train.seq_len", "train.grad_checkpointing", "train.attention", "train.packing",
          "train.objective", "lora.rank", "lora.targets", "lora.modules_to_save", "dist.num_gpus",
-         "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param")
+         "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param", "train.eval_batch_size")
 LORA_FACTS = ("lora.rank", "lora.targets", "lora.modules_to_save")
 
 
