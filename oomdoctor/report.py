@@ -64,6 +64,8 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
                 r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
                                                    value=show(r["failed_moment_after_gib"]))
     result = evaluation.estimation.result
+    if evaluation.estimation.setup.objective in ("ppo", "grpo"):
+        remarks.append(kb.text("report.rollout_not_counted", lang))
     if result.eval_step_gib and result.eval_steps_held is None:
         remarks.append(kb.text("report.eval_grows", lang, value=show(result.eval_step_gib)))
     if values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
