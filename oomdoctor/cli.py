@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence, TextIO
 
@@ -10,6 +11,7 @@ from . import knowledge
 from .consultation import State, default
 from .estimate_request import INPUTS, EstimateInputError, estimate_reply
 from .language import LANGUAGES
+from .templating import show
 
 MAX_INPUT_BYTES = 16 * 2**20
 
@@ -69,16 +71,25 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         json.dump(reply, out, ensure_ascii=False, indent=2)
         out.write("\n")
         return 0
-    est = reply["estimate"]
-    out.write(f"per GPU: {est['per_gpu_gib']} GiB (allocated {est['allocated_gib']} GiB); host RAM {est['host_ram_gib']} GiB\n")
+    est, kb, lang = reply["estimate"], knowledge.default(), reply["lang"]
+    t = lambda key, **kw: kb.text(key, lang, **kw)  # noqa: E731
+    line = t("report.per_gpu", value=show(est["per_gpu_gib"]))
+    if est["gpu_capacity_gib"]:
+        line += f" / {t('report.capacity', value=show(est['gpu_capacity_gib']))}"
+        if est["fits"] is not None:
+            line += " — " + (t("report.fits") if est["fits"] else t("report.does_not_fit"))
+    out.write(line + "\n")
     for part, value in est["breakdown"].items():
-        out.write(f"  {part:<12} {value:>8.2f} GiB\n")
-    if est["fits"] is not None:
-        out.write(("fits" if est["fits"] else "does not fit") + f" in {est['gpu_capacity_gib']} GiB\n")
-    for line in est["derivation"]:
-        out.write(f"  · {line}\n")
+        out.write(f"  {t('part.' + part):<24} {value:>8.2f} GiB\n")
+    out.write(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}\n")
+    for remark in est["remarks"]:
+        out.write(f"  {remark}\n")
+    for derived in est["derivation"]:
+        out.write(f"  · {derived}\n")
+    if reply["assumptions"]:
+        out.write(f"{t('report.assumptions')}:\n")
     for a in reply["assumptions"]:
-        out.write(f"assumed: {a['text']}\n")
+        out.write(f"  - {a['text']}\n")
     return 0
 
 
@@ -139,4 +150,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = parser().parse_args(argv)
     out = out or sys.stdout
     handler = {"diagnose": cmd_diagnose, "estimate": cmd_estimate, "chat": cmd_chat}[args.command]
-    return handler(args, out)
+    try:
+        return handler(args, out)
+    except BrokenPipeError:
+        # `... | head`: the reader has gone; say nothing more (not even at exit, when stdout is flushed)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

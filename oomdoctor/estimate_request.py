@@ -6,7 +6,7 @@ from typing import Any
 from . import knowledge
 from .estimation import apply_whatif, estimate_from
 from .knowledge import MAX_MAGNITUDE
-from .report import estimate_dict
+from .report import estimate_dict, say_estimate
 
 
 class EstimateInputError(ValueError):
@@ -89,10 +89,12 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
                        "estimate_after_gib": round(after.result.per_gpu_gib, 2), "fits_after": after.result.fits,
                        "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]}})
     whatif.sort(key=lambda w: (not w["fits_after"], w["estimate_after_gib"]))
+    est = estimate_dict(estimation, capacity)
+    est["remarks"] = say_estimate(est, estimation, kb, lang)
     return {
         "lang": lang,
         "facts": [{"name": k, "value": v} for k, v in values.items()],
-        "estimate": estimate_dict(estimation, capacity),
+        "estimate": est,
         "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions],
         "whatif": whatif,
     }

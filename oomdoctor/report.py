@@ -43,6 +43,21 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
     return out
 
 
+def say_estimate(est: dict[str, Any], estimation, kb: KnowledgeBase, lang: str) -> list[str]:
+    """The estimate's own words in the user's language, for every channel that shows an estimate: its peak's
+    moment (set on ``est``), and the remarks on what it leaves out (RL rollouts) or cannot bound (evaluation
+    logits with no eval set size)."""
+    if est.get("peak_moment"):
+        est["peak_label"] = kb.text("moment." + est["peak_moment"].replace(" ", "_"), lang)
+    out = []
+    if estimation.setup.objective in ("ppo", "grpo"):
+        out.append(kb.text("report.rollout_not_counted", lang))
+    result = estimation.result
+    if result.eval_step_gib and result.eval_steps_held is None:
+        out.append(kb.text("report.eval_grows", lang, value=show(result.eval_step_gib)))
+    return out
+
+
 def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: KnowledgeBase, lang: str) -> None:
     """Words about the estimate that every renderer shows as they are: the peak's moment in the user's language,
     the moment that failed when it is not the peak, evaluation logits that grow without a bound we know, and a
@@ -51,8 +66,6 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
     if not est:
         return
     remarks = est.setdefault("remarks", [])
-    if est.get("peak_moment"):
-        est["peak_label"] = kb.text("moment." + est["peak_moment"].replace(" ", "_"), lang)
     moment = est.get("failed_moment")
     if moment:
         phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
@@ -64,10 +77,7 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
                 r["failed_moment_after"] = kb.text("report.moment_after", lang, moment=label,
                                                    value=show(r["failed_moment_after_gib"]))
     result = evaluation.estimation.result
-    if evaluation.estimation.setup.objective in ("ppo", "grpo"):
-        remarks.append(kb.text("report.rollout_not_counted", lang))
-    if result.eval_step_gib and result.eval_steps_held is None:
-        remarks.append(kb.text("report.eval_grows", lang, value=show(result.eval_step_gib)))
+    remarks.extend(say_estimate(est, evaluation.estimation, kb, lang))
     if values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
         # Steps completed, so a training step fitted: whatever the estimate assumed is heavier than what ran.
         remarks.append(kb.text("report.contradicted", lang, value=show(result.training_gib),

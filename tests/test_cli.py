@@ -76,3 +76,11 @@ def test_estimate_evaluation_flags_price_the_kept_logits():
     assert "eval_accumulation_steps" in [w["remedy"] for w in kept["whatif"]]
     out = run(*base, "--compute-metrics", "maybe")
     assert out.returncode == 2 and "expected true or false" in out.stderr
+
+
+def test_estimate_text_follows_the_language_and_survives_a_closed_pipe():
+    zh = run("estimate", "--model", "llama3-8b", "--method", "lora", "--gpu", "a100-80gb", "--lang", "zh")
+    assert zh.returncode == 0 and zh.stdout.startswith("每卡：") and "权重" in zh.stdout and "假设" in zh.stdout
+    piped = subprocess.run(f"{sys.executable} -m oomdoctor estimate --model llama3-8b | head -1", shell=True,
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert piped.stdout.startswith("per GPU:") and "Traceback" not in piped.stderr
