@@ -6,7 +6,7 @@ from typing import Any
 from . import knowledge
 from .estimation import apply_whatif, estimate_from
 from .knowledge import MAX_MAGNITUDE
-from .report import estimate_dict, say_estimate
+from .report import estimate_assumptions, estimate_dict, say_estimate
 
 
 class EstimateInputError(ValueError):
@@ -95,7 +95,8 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         "lang": lang,
         "facts": [{"name": k, "value": v} for k, v in values.items()],
         "estimate": est,
-        "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions],
+        "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions]
+        + estimate_assumptions(estimation, kb, lang),
         "whatif": whatif,
     }
 

@@ -43,6 +43,12 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
     return out
 
 
+def estimate_assumptions(estimation, kb: KnowledgeBase, lang: str) -> list[dict[str, Any]]:
+    """What the estimator itself took for granted (the allocator's reserve, padding, the loss, ...), worded."""
+    return [{"fact": None, "value": None, "text": kb.text("assume." + a.key, lang, **a.params)}
+            for a in estimation.result.assumptions]
+
+
 def say_estimate(est: dict[str, Any], estimation, kb: KnowledgeBase, lang: str) -> list[str]:
     """The estimate's own words in the user's language, for every channel that shows an estimate: its peak's
     moment (set on ``est``), and the remarks on what it leaves out (RL rollouts) or cannot bound (evaluation
@@ -121,6 +127,7 @@ def _assumptions(evaluation, state, kb: KnowledgeBase, lang: str) -> list[dict[s
     if evaluation.estimation is not None:
         for a in evaluation.estimation.assumptions:
             out.append({"fact": a.fact, "value": a.value, "text": a.text[lang]})
+        out.extend(estimate_assumptions(evaluation.estimation, kb, lang))
     for fact in state.unknown:
         label = kb.facts[fact].text[lang] if fact in kb.facts else fact
         out.append({"fact": fact, "value": None, "text": kb.text("assume.unknown", lang, fact=label)})

@@ -182,3 +182,14 @@ def test_enum_values_read_as_words_in_each_language():
     assert "反向传播" in why and "backward" not in why
     en = C.diagnose(log("cuda_oom_new.txt"))
     assert "backward pass" in " ".join(w for d in en["diagnoses"] for w in d["why"])
+
+
+def test_what_the_estimator_took_for_granted_is_shown_in_each_language():
+    en = C.diagnose("Qwen2.5-7B QLoRA on a 4090, batch 2, seq 2048, CUDA out of memory")
+    zh = C.diagnose("Qwen2.5-7B QLoRA 4090 batch 2 序列 2048 CUDA out of memory", lang="zh")
+    en_texts = [a["text"] for a in en["assumptions"]]
+    assert "caching-allocator reserve assumed 10% of allocated memory" in en_texts
+    assert any(t.startswith("NF4 with double quantisation") for t in en_texts)
+    assert "假设缓存分配器额外保留已分配显存的 10%" in [a["text"] for a in zh["assumptions"]]
+    assert not any(ch.isascii() and ch.isalpha() for t in [a["text"] for a in zh["assumptions"]]
+                   if t.startswith("假设缓存") for ch in t.replace("GiB", ""))

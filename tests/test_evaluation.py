@@ -54,9 +54,11 @@ def test_every_rank_gathers_every_ranks_batch():
     assert four.step_bytes == 4 * one.step_bytes
 
 
-def test_unknown_evaluation_set_counts_one_step_and_says_it_grows():
+def test_unknown_evaluation_set_counts_one_step_and_leaves_the_bound_open():
     est = estimate(setup(eval_compute_metrics=True))
-    assert any("grow by" in a for a in est.assumptions)
+    assert est.eval_steps_held is None and est.eval_step_gib == pytest.approx(4 * S * (V * 2 + 8) / GIB)
+    bounded = estimate(setup(eval_compute_metrics=True, eval_samples=40))
+    assert bounded.eval_steps_held == 10
 
 
 def test_generation_keeps_a_kv_cache_for_every_row_and_beam():
@@ -69,8 +71,8 @@ def test_generation_keeps_a_kv_cache_for_every_row_and_beam():
 
 
 def test_trainer_default_eval_batch_is_assumed_when_unstated():
-    est = estimate(setup(eval_batch_size=None, eval_compute_metrics=True))
-    assert any("per_device_eval_batch_size default" in a for a in est.assumptions)
+    ev = evaluation(setup(eval_batch_size=None, eval_compute_metrics=True), p=2)
+    assert ev.batch == 8            # TrainingArguments.per_device_eval_batch_size
 
 
 def test_every_moment_of_the_step_reads_in_both_languages():

@@ -56,7 +56,7 @@ class Estimate:
     headroom_gib: float | None
     limiter: str
     derivation: list[str]
-    assumptions: list[str]
+    assumptions: list["Assumed"]
     moments: dict[str, float] = field(default_factory=dict)
     weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
     fp32_master: bool = False
@@ -82,6 +82,14 @@ class Estimate:
             return None
         return allocated * (self.reserved_gib / self.allocated_gib if self.allocated_gib else 1.0) + (
             self.per_gpu_gib - self.reserved_gib)
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """One thing the estimate assumed: a key of ``assume.*`` in knowledge/texts.yaml and the numbers it shows."""
+
+    key: str
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,7 +229,7 @@ def estimate(setup: Setup) -> Estimate:
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
         trainable_params=tr.params * k, total_params=anatomy.total_params(shape), fits=fits,
         headroom_gib=headroom, limiter=limiter, derivation=derivation,
-        assumptions=assumptions(setup, tr) + (list(ev.notes) if ev else []),
+        assumptions=assumptions(setup, tr),
         moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
@@ -290,32 +298,29 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: flo
     return max(loading, training), text
 
 
-def assumptions(setup: Setup, tr) -> list[str]:
-    out = [
-        f"CUDA context assumed {CUDA_CONTEXT_GIB} GiB (0.3–2 GB depending on GPU, driver and libraries)",
-        f"caching-allocator reserve assumed {reserve_fraction(setup):.0%} of allocated memory",
-        f"every row padded to the full {setup.seq_len} tokens" + ("" if setup.packing else
-                                                                  " (unpacked batches pad to their longest sample)"),
-        "loss over the full vocabulary as transformers' ForCausalLMLoss computes it (no chunked or fused loss)",
-    ]
+def assumptions(setup: Setup, tr) -> list[Assumed]:
+    """What the figures take for granted beyond the stated set-up; the report words each in the user's
+    language (``knowledge/texts.yaml``, keys ``assume.*``)."""
+    out = [Assumed("cuda_context", {"gib": CUDA_CONTEXT_GIB}),
+           Assumed("reserve", {"share": f"{reserve_fraction(setup):.0%}"}),
+           Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len}),
+           Assumed("full_vocab_loss")]
     if setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1:
-        out.append("SDPA gets a padding mask, so keys and values are expanded to every query head by repeat_kv "
-                   "(packed or single rows run grouped-query attention unexpanded)")
+        out.append(Assumed("sdpa_repeat_kv"))
     if setup.adapters:
-        out.append(f"LoRA dropout {setup.lora_dropout} (a mask byte per input element)")
+        out.append(Assumed("lora_dropout", {"p": setup.lora_dropout}))
         if setup.adapter_fp32:
-            out.append("LoRA adapters kept in fp32 (peft autocast_adapter_dtype=True, the default)")
+            out.append(Assumed("adapters_fp32"))
     if setup.quantized and setup.load_dtype in ("nf4", "fp4"):
-        out.append("NF4 with double quantisation" if setup.double_quant else "NF4 without double quantisation")
+        out.append(Assumed("nf4_double" if setup.double_quant else "nf4_single"))
         if not setup.kbit_fp32_upcast:
             extra = (anatomy.total_params(setup.model) - anatomy.linear_weights(setup.model)) * 2 / GIB
-            out.append(f"embeddings, norms and lm_head stay 16-bit; peft's prepare_model_for_kbit_training "
-                       f"(called by TRL's SFTTrainer for k-bit models) upcasts them to fp32, {extra:.2f} GiB more")
+            out.append(Assumed("kbit_no_upcast", {"gib": f"{extra:.2f}"}))
     if tr.missing_targets:
-        out.append(f"no module named {', '.join(tr.missing_targets)} in this model: not counted")
+        out.append(Assumed("missing_targets", {"names": ", ".join(tr.missing_targets)}))
     if setup.optimizer.startswith("paged"):
-        out.append("paged optimizer states counted on the GPU; under pressure they page out to host RAM")
-    if setup.objective in ("ppo", "grpo"):
-        out.append("generation's KV cache not counted (it is freed before the training step)")
-    out.append(f"host processes assumed {HOST_PROCESS_GIB} GiB each")
+        out.append(Assumed("paged_states"))
+    if setup.eval_generate:
+        out.append(Assumed("prompt_length", {"seq": setup.seq_len}))
+    out.append(Assumed("host_process", {"gib": HOST_PROCESS_GIB}))
     return out

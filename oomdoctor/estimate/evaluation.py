@@ -52,7 +52,6 @@ class Evaluation:
     host: float                 # host RAM for the kept predictions, all ranks together
     generation: float           # KV cache, its growth and the decoding step's logits
     lines: tuple[str, ...] = field(default_factory=tuple)
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def keeps_logits(setup: Setup) -> bool:
@@ -74,10 +73,6 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
     batch = setup.eval_batch_size or TRAINER_EVAL_BATCH
     s = setup.seq_len
     lines: list[str] = []
-    notes: list[str] = []
-    if not setup.eval_batch_size:
-        notes.append(f"evaluation batch assumed {TRAINER_EVAL_BATCH} per device "
-                     f"(TrainingArguments' per_device_eval_batch_size default)")
     kept_before = kept_peak = step_bytes = host = 0.0
     held: int | None = None
     if keeps_logits(setup):
@@ -105,9 +100,6 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
             + (f"; {held} step(s) held (eval_accumulation_steps)" if setup.eval_accumulation_steps else
                f"; the whole {setup.eval_samples:,}-sample evaluation held" if setup.eval_samples else "")
             + f"; torch.cat's copy doubles them at the concatenation: {kept_peak / GIB:.2f} GiB")
-        if held is None:
-            notes.append(f"evaluation set size unknown and no eval_accumulation_steps: one step's logits counted; "
-                         f"they grow by {step_bytes / GIB:.2f} GiB per evaluation step until evaluation ends")
         if setup.eval_samples:
             host_per_token = (ARGMAX_BYTES if ids else d.vocab * HOST_FLOAT) + ARGMAX_BYTES
             host_once = setup.eval_samples * s * host_per_token
@@ -130,7 +122,4 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
         lines.append(f"generation: KV cache {rows} row(s) ({batch} × {setup.gen_beams} beam(s)) × {length:,} tokens "
                      f"× {d.layers} layers × {per_token_layer:,} B = {cache / GIB:.2f} GiB, plus one layer's "
                      f"copy while it grows and the step's fp32 logits")
-        if not setup.gen_new_tokens:
-            notes.append("tokens generated per sample unknown: the KV cache counted for the prompt only")
-        notes.append(f"the prompt taken as {s:,} tokens (the training sequence length)")
-    return Evaluation(batch, kept_before, kept_peak, step_bytes, held, host, generation, tuple(lines), tuple(notes))
+    return Evaluation(batch, kept_before, kept_peak, step_bytes, held, host, generation, tuple(lines))
