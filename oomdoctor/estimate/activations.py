@@ -415,12 +415,13 @@ def activations(setup: Setup, rows: int) -> Activations:
         # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.
         # One at a time, the largest one bounds it; a 16-bit copy is cast again for a fp32 input.
         widest = max((b.d_in * b.d_out for b in ctx.blocks), default=0)
-        dequant = widest * (ctx.p + (2 if ctx.p == 4 else 0))
+        per_element = ctx.p + (2 if ctx.p == 4 else 0)
+        dequant = widest * per_element
         working += dequant
         if setup.load_dtype != "int8":
             transient = max(transient, dequant)
         lines.append(f"activations: bitsandbytes' dequantised weight during a matmul, the widest "
-                     f"{widest:,} × {ctx.p + (2 if ctx.p == 4 else 0)} B = {dequant / GIB:.2f} GiB")
+                     f"{widest:,} × {per_element} B = {dequant / GIB:.2f} GiB")
     copies = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:

@@ -27,10 +27,10 @@ from typing import Any
 from . import anatomy
 from .activations import activations, compute_dtypes
 from .dtypes import GIB, count
+from .evaluation import evaluates, evaluation
 from .logits import logits
 from .objectives import objective
 from .optimizer import has_master, optimizer_states
-from .evaluation import evaluates, evaluation
 from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
@@ -228,8 +228,7 @@ def estimate(setup: Setup) -> Estimate:
         per_gpu_gib=per_gpu_gib, allocated_gib=allocated / GIB, reserved_gib=(allocated + reserve) / GIB,
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
         trainable_params=tr.params * k, total_params=anatomy.total_params(shape), fits=fits,
-        headroom_gib=headroom, limiter=limiter, derivation=derivation,
-        assumptions=assumptions(setup, tr),
+        headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
         moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,

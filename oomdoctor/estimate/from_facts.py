@@ -16,7 +16,7 @@ import yaml
 
 from . import anatomy
 from .estimate import COMPONENTS, Estimate
-from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup
+from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup, is_count
 from .whatif import FIELDS
 
 DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "knowledge" / "defaults.yaml"
@@ -161,8 +161,7 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
     resolved: dict[str, Any] = {k: v for k, v in values.items() if v is not None}
     for fact, name in FIELDS.items():
         value = resolved.get(fact)
-        if name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS and value is not None and not (
-                isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS and value is not None and not is_count(value):
             # "batch_size: 0" or "num_beams: 0" in a pasted config: set aside, as if unstated
             notes.append(Assumption(fact, None, _text(f"{fact} = {value!r} is not a positive count: ignored",
                                                       f"{fact} = {value!r} 不是正整数：已忽略")))
@@ -227,6 +226,7 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
 
 # ---------------------------------------------------------------- Estimate -> facts
 CLEAR_MARGIN = 0.05     # the published-table median error is 5.2 % (bench/accuracy/README.md)
+
 
 def estimate_facts(est: Estimate) -> dict[str, Any]:
     """The estimate as facts for the rule engine."""

@@ -13,6 +13,11 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_a
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams")
 OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
+def is_count(value: Any) -> bool:
+    """A positive integer (bool is an int in Python, and is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
 OFFLOADS = ("none", "cpu", "nvme")
 OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
@@ -75,13 +80,9 @@ class Setup:
                               ("objective", OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
-        for name in POSITIVE_INTS:
+        for name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in OPTIONAL_POSITIVE_INTS:
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            if not is_count(value) and not (value is None and name in OPTIONAL_POSITIVE_INTS):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         for name in ("gpu_memory_gib", "host_ram_gib"):
             value = getattr(self, name)

@@ -195,8 +195,7 @@ def search(setup: Setup, remedies: Iterable[Any], max_combination: int = 3, limi
     useless = {i for i in range(len(entries)) if (o := option((i,))) is not None and not any(
         o.estimate.moments.get(name, 0.0) < total - 1e-9 for name, total in base.moments.items())}
     skipped += [(entries[i][0], "lowers nothing in this set-up") for i in sorted(useless)]
-    entries = [e for i, e in enumerate(entries) if i not in useless]
-    cache.clear()
+    entries = [e for i, e in enumerate(entries) if i not in useless]    # the cache is keyed by id: still valid
     singles = [o for o in (option((i,)) for i in range(len(entries))) if o is not None]
     options = sorted(singles, key=lambda o: (not o.fits, o.cost))
     if base.fits is False:
