@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from oomdoctor.catalog import get_model  # noqa: E402
-from oomdoctor.estimate_request import estimate_reply  # noqa: E402
+from oomdoctor.named_inputs import estimate_reply  # noqa: E402
 
 SETUP_TO_INPUT = {"model": "model", "method": "method", "load_dtype": "load_dtype", "precision": "precision",
                   "optimizer": "optimizer", "batch_size": "batch_size", "seq_len": "seq_len",

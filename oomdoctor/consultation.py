@@ -9,14 +9,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import diagnosis, language, prescription, questioning, report
-from .engine import Engine, Provenance, Result, WorkingMemory
-from .estimation import Estimation, estimate_from
-from .estimate import estimate_facts
-from .estimate.whatif import FIELDS as SETUP_FACTS
+from . import language
+from .conclusions import questioning, report
+from .conclusions.evaluation import Evaluation, evaluate
+from .engine import Engine, Provenance, WorkingMemory
 from .knowledge import KnowledgeBase, Question
 from .observation import observe
 from .redaction import count_markers
+from .render import text as render_text
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
 STORED_SOURCES = ("extractor", "answer", "default")
@@ -46,37 +46,6 @@ class State:
             src = fact["source"]
             memory.assert_fact(fact["name"], fact["value"], Provenance(src["kind"], src["name"], src.get("detail", "")))
         return memory
-
-
-@dataclass
-class Evaluation:
-    """Everything one pass of reasoning produced, for the report and for what-if."""
-
-    memory: WorkingMemory
-    estimation: Estimation | None
-    result: Result
-    diagnoses: list[diagnosis.Diagnosis]
-
-
-def evaluate(memory: WorkingMemory, kb: KnowledgeBase, engine: Engine) -> Evaluation:
-    values = {f.name: f.value for f in memory}
-    estimation, result = _estimate_and_run(memory, values, engine)
-    # A rule may derive a set-up fact the text did not state (evaluation failing in its concatenation means the
-    # Trainer keeps the logits); the estimate is then redone with it, and the rules see the new figures.
-    derived = {f.name: f.value for f in result.memory if f.source.kind == "rule"
-               and f.name in SETUP_FACTS and values.get(f.name) != f.value}
-    if derived:
-        estimation, result = _estimate_and_run(memory, {**values, **derived}, engine)
-    return Evaluation(result.memory, estimation, result, diagnosis.rank(result, kb))
-
-
-def _estimate_and_run(memory: WorkingMemory, values: dict, engine: Engine) -> tuple[Estimation | None, Result]:
-    memory = memory.copy()
-    estimation = estimate_from(values)
-    if estimation is not None:
-        for name, value in estimate_facts(estimation.result).items():
-            memory.assert_fact(name, value, Provenance("estimator", "estimate"))
-    return estimation, engine.run(memory)
 
 
 def _skip_words(kb: KnowledgeBase) -> set[str]:
@@ -157,7 +126,8 @@ class Consultant:
         if question is not None:
             state.pending = question.id
             state.asked.append(question.id)
-        reply = report.build(kb, evaluation, state, question, state.lang, notes)
+        reply = report.build(kb, evaluation, state.unknown, question, state.lang, notes)
+        reply["text"] = render_text.render(reply, kb)
         return state, reply
 
     def _top(self, evaluation: Evaluation) -> str | None:

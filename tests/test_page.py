@@ -308,9 +308,10 @@ def test_every_channel_string_is_in_texts_and_used():
     from oomdoctor.knowledge import default
 
     texts = default().texts
-    sources = [*(ROOT / "oomdoctor" / "web" / "templates").glob("*.html"), ROOT / "oomdoctor" / "web" / "page.py",
+    channels = ROOT / "oomdoctor" / "channels"
+    sources = [*(channels / "page" / "templates").glob("*.html"), *(channels / "page").glob("*.py"),
                ROOT / "oomdoctor" / "render" / "svg.py", ROOT / "oomdoctor" / "render" / "blocks.py",
-               *(ROOT / "oomdoctor" / "channels" / "slack").glob("*.py")]
+               *(channels / "slack").glob("*.py")]
     code = "\n".join(p.read_text(encoding="utf-8") for p in sources)
     used = set(re.findall(r"""["']((?:ui|slack|report|part|kind|error)\.[a-z_.]+[a-z_])["']""", code))
     missing = sorted(k for k in used if k not in texts)

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from oomdoctor import consultation, knowledge
-from oomdoctor.consultation import State, evaluate
+from oomdoctor.conclusions.evaluation import evaluate
+from oomdoctor.consultation import State
 
 ROOT = Path(__file__).resolve().parent
 FIXTURES = ROOT / "fixtures" / "rules"

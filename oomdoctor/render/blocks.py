@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..knowledge import KnowledgeBase
-from ..report import PARTS
+from ..conclusions.report import PARTS
 from ..templating import show
 from .text import bar, change_text
 

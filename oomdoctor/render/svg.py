@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from ..knowledge import KnowledgeBase
-from ..report import PARTS
+from ..conclusions.report import PARTS
 
 # Dark enough for 4.5:1 against white, distinct for the common colour-vision
 # deficiencies (Okabe-Ito hues, darkened); segments are also separated by a white rule.

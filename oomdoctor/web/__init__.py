@@ -1,4 +1,7 @@
-"""The Flask application factory; channels are blueprints registered here."""
+"""The Flask application, assembled: the web layer (security, errors, input bounds, the request
+context) under the HTTP channels (REST API, web page, Slack), each a blueprint registered here.
+A channel reaches the application service through `web.context.service()` and knows nothing
+of the others."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +15,8 @@ from ..storage import Store
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
-    app = Flask(__name__)
+    # The page channel serves its own static files.
+    app = Flask(__name__, static_folder=None)
     app.config.update(config_mod.from_environment())
     if test_config:
         app.config.update(test_config)
@@ -24,14 +28,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["oomdoctor.consultant"] = Consultant(load())
     Store(app.config["DATABASE"]).close()
 
-    from . import api, errors, security
+    from . import errors, security
+    from ..channels import page, rest, slack
     errors.init_app(app)
     security.init_app(app)
-    app.register_blueprint(api.bp)
-    from . import page
-    from ..channels import slack
-    app.register_blueprint(page.bp)
-    app.register_blueprint(slack.bp)
+    for channel in (rest, page, slack):
+        app.register_blueprint(channel.bp)
 
     @app.teardown_appcontext
     def close_store(_exc: BaseException | None) -> None:
@@ -41,14 +43,3 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     return app
 
-
-def store() -> Store:
-    if "store" not in g:
-        from flask import current_app
-        g.store = Store(current_app.config["DATABASE"], migrate=False)
-    return g.store
-
-
-def consultant() -> Consultant:
-    from flask import current_app
-    return current_app.extensions["oomdoctor.consultant"]

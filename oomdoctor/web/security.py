@@ -105,7 +105,7 @@ def _sweep() -> None:
     config = current_app.config
     if not current_app.extensions["oomdoctor.sweep"].due(time.time(), config["RETENTION_SWEEP_SECONDS"]):
         return
-    from . import store
+    from .context import store
     gone = store().expire(config["RETENTION_SECONDS"])
     if gone:
         log.info("retention: deleted %d consultations idle for over %d s", gone, config["RETENTION_SECONDS"])
@@ -186,7 +186,7 @@ def _client_key() -> str:
 
 
 def _count(key: str, limit: int):
-    from . import store
+    from .context import store
     now = time.time()
     hits = store().hit(key, int(now // 60))
     if hits <= limit:
@@ -232,7 +232,7 @@ def _check_csrf() -> None:
 def _check_owner() -> None:
     if request.method != "DELETE" or request.endpoint != "api.delete_consultation":
         return
-    from . import store
+    from .context import store
     try:
         owner = store().owner(request.view_args["cid"])
     except NotFound:

@@ -10,11 +10,10 @@ from typing import Any
 
 from flask import current_app, jsonify, request
 
-from ...consultation import State
 from ...language import LANGUAGES
 from ...render import blocks
-from ...web import consultant, input as check, store
-from ...web.api import _step
+from ...web import input as check
+from ...web.context import service
 from ...web.errors import BadInput
 from . import bp, responder
 
@@ -30,7 +29,7 @@ def owner(team_id: str, user_id: str) -> str:
 
 
 def t(key: str, lang: str, **values: Any) -> str:
-    return consultant().kb.text(key, lang, **values)
+    return service().kb.text(key, lang, **values)
 
 
 def say(key: str, lang: str, **values: Any) -> dict:
@@ -38,21 +37,11 @@ def say(key: str, lang: str, **values: Any) -> dict:
     return blocks.notice(blocks.escape(t(key, lang, **values)))
 
 
-def stored_lang(cid: str | None) -> str | None:
-    if cid is None:
-        return None
-    lang = store().get(cid)["state"].get("lang")
-    return lang if lang in LANGUAGES else None
-
-
 def take_turn(cid: str, text: str, note: str | None = None) -> dict:
     """One consultation turn in the stored language; the reply as a Slack message."""
-    reply = store().turn(cid, text, lambda raw: _step(raw, text, raw.get("lang") or None))
-    return blocks.render(reply, consultant().kb, cid, note=note)
-
-
-def _set_lang(raw: dict, lang: str) -> tuple[dict, dict]:
-    return {**raw, "lang": lang}, {"status": "setting", "lang": lang, "text": f"lang {lang}"}
+    consultations = service()
+    reply = consultations.reply(cid, text, consultations.lang(cid))
+    return blocks.render(reply, consultations.kb, cid, note=note)
 
 
 @bp.post("/commands")
@@ -63,9 +52,9 @@ def command():
     words = text.split(maxsplit=1)
     first = words[0].lower() if words else ""
     rest = words[1] if len(words) > 1 else ""
-    db = store()
-    cid = db.find(who, here)
-    lang = stored_lang(cid) or current_app.config["DEFAULT_LANG"]
+    consultations = service()
+    cid = consultations.find(who, here)
+    lang = consultations.lang(cid) or current_app.config["DEFAULT_LANG"]
 
     if first in ("", "help") and not rest:
         return jsonify(blocks.notice(blocks.escape(t("slack.help", lang))))
@@ -74,12 +63,12 @@ def command():
         if choice not in LANGUAGES:
             return jsonify(say("slack.lang_usage", lang))
         if cid is None:
-            db.create(State(lang=choice).to_dict(), owner=who, channel=here)
+            consultations.open(channel=here, owner=who, lang=choice)
         else:
-            db.turn(cid, text, lambda raw: _set_lang(raw, choice))
+            consultations.set_lang(cid, choice, said=text)
         return jsonify(say("slack.lang_set", choice))
     if first == "new":
-        cid = db.create(State(lang=stored_lang(cid)).to_dict(), owner=who, channel=here)
+        cid = consultations.open(channel=here, owner=who, lang=consultations.lang(cid))
         if not rest.strip():
             return jsonify(say("slack.new", lang))
         text = rest
@@ -92,6 +81,6 @@ def command():
                                limit=check.message_limit("slack")))
         return jsonify(say("error.binary", lang))
     if cid is None:
-        cid = db.create(State().to_dict(), owner=who, channel=here)
+        cid = consultations.open(channel=here, owner=who)
     return jsonify(responder.in_time(lambda: take_turn(cid, message), form.get("response_url", ""),
                                      ack=say("slack.working", lang), failed=lambda: say("slack.failed", lang)))

@@ -11,10 +11,10 @@ from typing import Any
 from flask import current_app, request
 
 from ...render import blocks
-from ...storage import NotFound
-from ...web import consultant, store
+from ...service import NotFound
+from ...web.context import service
 from . import bp, responder
-from .commands import owner, say, stored_lang, take_turn, where
+from .commands import owner, say, take_turn, where
 
 
 def _payload() -> dict[str, Any] | None:
@@ -60,32 +60,34 @@ def _chosen(action: dict[str, Any]) -> tuple[str, str]:
 
 def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang: str) -> dict:
     cid, _, question = ref.partition(":")
+    consultations = service()
     try:
-        record = store().get(cid)
+        record = consultations.record(cid)
     except NotFound:
         return say("slack.stale", default_lang)
-    lang = stored_lang(cid) or default_lang
+    lang = consultations.lang(cid) or default_lang
     if record["owner"] != who:
         return say("slack.not_yours", lang)
-    if store().find(who, here) != cid or record["state"].get("pending") != question:
+    if consultations.find(who, here) != cid or record["state"].get("pending") != question:
         return say("slack.stale", lang)
     value, shown = _chosen(action)
     if not value.strip():
         return say("slack.stale", lang)
-    message = take_turn(cid, value, note=consultant().kb.text("slack.answered", lang, answer=shown or value))
+    message = take_turn(cid, value, note=consultations.kb.text("slack.answered", lang, answer=shown or value))
     return {**message, "replace_original": True}
 
 
 def _share(cid: str, who: str, user: str, default_lang: str) -> dict:
+    consultations = service()
     try:
-        record = store().get(cid)
+        record = consultations.record(cid)
     except NotFound:
         return say("slack.nothing", default_lang)
-    lang = stored_lang(cid) or default_lang
+    lang = consultations.lang(cid) or default_lang
     if record["owner"] != who:
         return say("slack.not_yours", lang)
     reports = [m["reply"] for m in record["messages"] if m["reply"].get("status") == "report"]
     if not reports:
         return say("slack.nothing", lang)
-    message = blocks.render(reports[-1], consultant().kb, cid, shared_by=user)
+    message = blocks.render(reports[-1], consultations.kb, cid, shared_by=user)
     return {**message, "replace_original": False}

@@ -8,24 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, abort, current_app, jsonify, redirect, render_template, request, url_for
+from flask import abort, current_app, jsonify, redirect, render_template, request, url_for
 from markupsafe import Markup
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ..consultation import State
-from ..language import LANGUAGES
-from ..render import svg
-from ..render.text import change_text
-from ..storage import NotFound
-from ..templating import show
-from . import consultant, input as check, store
-from .api import _step
-from .errors import BadInput
-from .security import CSRFError
-
-bp = Blueprint("page", __name__)
-
-CHANNEL = "web"
+from ...language import LANGUAGES
+from ...render import svg
+from ...render.text import change_text
+from ...service import NotFound
+from ...templating import show
+from ...web import input as check
+from ...web.context import service
+from ...web.errors import BadInput
+from ...web.security import CSRFError
+from . import CHANNEL, bp
 UPLOAD_FIELD = "logfile"
 # How much of an earlier message the conversation shows before "show all".
 PREVIEW_CHARS = 600
@@ -43,7 +39,7 @@ def _lang(stored: str | None = None) -> str:
 
 
 def _t(lang: str):
-    kb = consultant().kb
+    kb = service().kb
     return lambda key, **kw: kb.text(key, lang, **kw)
 
 
@@ -53,7 +49,7 @@ def _wants_json() -> bool:
 
 
 def _skip_word(lang: str) -> str:
-    return consultant().kb.texts["skip.words"][lang].split("|")[0]
+    return service().kb.texts["skip.words"][lang].split("|")[0]
 
 
 class PageError(Exception):
@@ -110,14 +106,14 @@ def _context(lang: str, **extra: Any) -> dict[str, Any]:
 
 def _conversation(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str]:
     try:
-        record = store().get(cid)
+        record = service().record(cid)
     except NotFound:
         abort(404)
     lang = lang or _lang(record["lang"] or None)
     # Only turns with a question or a report (Slack's `/oom lang` stores a setting, not a reply).
     messages = [m for m in record["messages"] if m["reply"].get("status") in REPLY_STATUSES]
     reply = messages[-1]["reply"] if messages else None
-    chart = Markup(svg.breakdown(reply, consultant().kb)) if reply and reply["status"] == "report" else ""
+    chart = Markup(svg.breakdown(reply, service().kb)) if reply and reply["status"] == "report" else ""
     ctx = _context(lang, cid=cid, earlier=messages[:-1], latest=messages[-1] if messages else None,
                    reply=reply, chart=chart, preview_chars=PREVIEW_CHARS, **extra)
     return ctx, lang
@@ -155,9 +151,7 @@ def start():
     except PageError as exc:
         # What was typed goes back into the box (an uploaded file's text is not added to it).
         return _refused(exc, "index.html", _context(lang, text=request.form.get("message", "")))
-    db = store()
-    cid = db.create(State().to_dict(), owner="", channel=CHANNEL)
-    db.turn(cid, message, lambda raw: _step(raw, message, lang))
+    cid, _ = service().start(message, channel=CHANNEL, lang=lang)
     return _after_turn(cid, lang)
 
 
@@ -172,7 +166,7 @@ def answer(cid: str):
     lang = _lang()
     try:
         message = _checked(_answer_text(lang))
-        store().turn(cid, message, lambda raw: _step(raw, message, lang))
+        service().reply(cid, message, lang)
     except PageError as exc:
         ctx, _ = _conversation(cid, lang)
         return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import Result
-from .engine.explain import trace
-from .knowledge import KnowledgeBase
-from .templating import fill
+from ..engine import Result
+from ..engine.explain import trace
+from ..knowledge import KnowledgeBase
+from ..templating import fill
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,24 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from typing import Sequence, TextIO
 
-from . import knowledge
-from .consultation import State, default
-from .estimate_request import INPUTS, EstimateInputError, estimate_reply
-from .language import LANGUAGES
-from .templating import show
+from .. import knowledge
+from ..consultation import default
+from ..language import LANGUAGES
+from ..named_inputs import INPUTS
+from ..service import Consultations, EstimateInputError
+from ..storage import Store
+from ..templating import show
+
+CHANNEL = "cli"
+
+
+def _service(database: str = "") -> Consultations:
+    """The service for one command. Only `chat` stores anything, in a scratch database of its own;
+    `diagnose` and `estimate` never open one."""
+    return Consultations(default(), lambda: Store(database))
 
 MAX_INPUT_BYTES = 16 * 2**20
 
@@ -36,7 +47,7 @@ def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     text = _read(args.file)
     if not text.strip():
         raise SystemExit("error: input is empty")
-    reply = default().diagnose(text, args.lang)
+    reply = _service().diagnose(text, args.lang)
     if args.json:
         json.dump(reply, out, ensure_ascii=False, indent=2)
         out.write("\n")
@@ -63,7 +74,7 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     if inputs.get("config"):
         inputs["config"] = _read(inputs["config"])
     try:
-        reply = estimate_reply(inputs, args.lang or "en")
+        reply = _service().estimate(inputs, args.lang or "en")
     except EstimateInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -96,8 +107,9 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -> int:
     """Paste text and finish it with an empty line; /new starts over, /quit leaves."""
     inp = inp or sys.stdin
-    consultant = default()
-    state = State()
+    scratch = tempfile.TemporaryDirectory(prefix="oomdoctor-chat-")
+    consultations = _service(os.path.join(scratch.name, "chat.sqlite3"))
+    cid = None
     lang = args.lang
     out.write("OOM Doctor — paste a traceback, nvidia-smi output, a config or a sentence; end with an empty line.\n"
               "OOM Doctor —— 粘贴 traceback、nvidia-smi 输出、配置或一句话描述；以空行结束。\n")
@@ -112,7 +124,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
         elif line.strip() in ("/quit", "/exit"):
             return 0
         elif line.strip() == "/new":
-            state, buffer = State(), []
+            cid, buffer = None, []
             continue
         elif line.strip() != "" or not buffer:
             if line.strip():
@@ -120,7 +132,10 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
             continue
         text = "".join(buffer)
         buffer = []
-        state, reply = consultant.take_turn(state, text, lang)
+        if cid is None:
+            cid, reply = consultations.start(text, channel=CHANNEL, lang=lang)
+        else:
+            reply = consultations.reply(cid, text, lang)
         out.write("\n" + reply["text"] + "\n\n")
         if line == "":
             return 0

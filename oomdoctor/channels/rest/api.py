@@ -1,17 +1,15 @@
-"""REST API: consultations with follow-up questions, and stateless diagnose/estimate."""
+"""The REST API's routes: consultations with follow-up questions, and stateless diagnose/estimate."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import jsonify, request
 
-from ..consultation import State
-from ..redaction import redact
-from ..estimate_request import EstimateInputError, estimate_reply
-from ..storage import NotFound
-from . import consultant, input as check, store
-from .errors import BadInput
+from ...redaction import redact
+from ...service import EstimateInputError, NotFound
+from ...web import input as check
+from ...web.context import service, store
+from ...web.errors import BadInput
+from . import CHANNEL, bp
 from .openapi import document
-
-bp = Blueprint("api", __name__)
 
 
 def _message() -> tuple[str, str | None]:
@@ -37,9 +35,7 @@ def openapi():
 @bp.post("/api/v1/consultations")
 def create_consultation():
     text, lang = _message()
-    db = store()
-    cid = db.create(State().to_dict(), owner=request.headers.get("X-Owner", ""), channel="api")
-    reply = db.turn(cid, text, lambda raw: _step(raw, text, lang))
+    cid, reply = service().start(text, channel=CHANNEL, owner=request.headers.get("X-Owner", ""), lang=lang)
     return jsonify(id=cid, reply=reply), 201
 
 
@@ -47,7 +43,7 @@ def create_consultation():
 def add_message(cid: str):
     text, lang = _message()
     try:
-        reply = store().turn(cid, text, lambda raw: _step(raw, text, lang))
+        reply = service().reply(cid, text, lang)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(id=cid, reply=reply)
@@ -56,7 +52,7 @@ def add_message(cid: str):
 @bp.get("/api/v1/consultations/<cid>")
 def get_consultation(cid: str):
     try:
-        record = store().get(cid)
+        record = service().record(cid)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(
@@ -69,7 +65,7 @@ def get_consultation(cid: str):
 
 @bp.delete("/api/v1/consultations/<cid>")
 def delete_consultation(cid: str):
-    if not store().delete(cid):
+    if not service().delete(cid):
         raise BadInput("no consultation with that id", 404)
     return "", 204
 
@@ -77,7 +73,7 @@ def delete_consultation(cid: str):
 @bp.post("/api/v1/diagnose")
 def diagnose():
     text, lang = _message()
-    return jsonify(consultant().diagnose(text, lang))
+    return jsonify(service().diagnose(text, lang))
 
 
 @bp.post("/api/v1/estimate")
@@ -87,11 +83,7 @@ def estimate():
     # A pasted config.json or a model name can carry a token like anything else.
     body = {k: redact(v).text if isinstance(v, str) else v for k, v in body.items()}
     try:
-        return jsonify(estimate_reply(body, lang))
+        return jsonify(service().estimate(body, lang))
     except EstimateInputError as exc:
         raise BadInput(str(exc)) from None
 
-
-def _step(raw_state: dict, text: str, lang: str | None) -> tuple[dict, dict]:
-    state, reply = consultant().take_turn(State.from_dict(raw_state), text, lang)
-    return state.to_dict(), reply

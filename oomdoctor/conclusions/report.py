@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING
 
+from ..knowledge import KnowledgeBase, Question
+from ..templating import fill, show
 from . import diagnosis as diagnosis_mod
 from . import prescription
-from .estimation import estimate_from, limits
-from .knowledge import KnowledgeBase, Question
-from .templating import fill, show
+from .sizing import estimate_from, limits
 
 if TYPE_CHECKING:
-    from .consultation import Evaluation, State
+    from .evaluation import Evaluation
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
 
@@ -122,13 +122,13 @@ def question_dict(question: Question, lang: str) -> dict[str, Any]:
     }
 
 
-def _assumptions(evaluation, state, kb: KnowledgeBase, lang: str) -> list[dict[str, Any]]:
+def _assumptions(evaluation, unknown: list[str], kb: KnowledgeBase, lang: str) -> list[dict[str, Any]]:
     out = []
     if evaluation.estimation is not None:
         for a in evaluation.estimation.assumptions:
             out.append({"fact": a.fact, "value": a.value, "text": a.text[lang]})
         out.extend(estimate_assumptions(evaluation.estimation, kb, lang))
-    for fact in state.unknown:
+    for fact in unknown:
         label = kb.facts[fact].text[lang] if fact in kb.facts else fact
         out.append({"fact": fact, "value": None, "text": kb.text("assume.unknown", lang, fact=label)})
     return out
@@ -161,7 +161,7 @@ def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
     return out
 
 
-def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question: Question | None, lang: str,
+def build(kb: KnowledgeBase, evaluation: "Evaluation", unknown: list[str], question: Question | None, lang: str,
           notes: list[str]) -> dict[str, Any]:
     memory = evaluation.memory
     values = {f.name: f.value for f in memory}
@@ -211,13 +211,11 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", state: "State", question:
         "estimate": estimate_dict(evaluation.estimation, _capacity(evaluation, values), values.get("phase")),
         "remedies": remedies,
         "plans": plans,
-        "assumptions": _assumptions(evaluation, state, kb, lang),
+        "assumptions": _assumptions(evaluation, unknown, kb, lang),
         "claims": _claims(kb, values, lang) if question is None else [],
         "actions": kb.text(f"actions.{kind}", lang).split("\n") if question is None and f"actions.{kind}" in kb.texts else [],
         "notes": notes,
         "notices": _notices(notes, kb, lang),
     }
     _remarks(reply, evaluation, values, kb, lang)
-    from .render import text as render_text
-    reply["text"] = render_text.render(reply, kb)
     return reply

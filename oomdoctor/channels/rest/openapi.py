@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 
-from ..estimate_request import INPUTS
+from ...named_inputs import INPUTS
 
 _MESSAGE = {
     "type": "object",

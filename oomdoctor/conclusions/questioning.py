@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .engine import Result
-from .knowledge import KnowledgeBase, Question
+from ..engine import Result
+from ..knowledge import KnowledgeBase, Question
 
 MAX_QUESTIONS = 3
 

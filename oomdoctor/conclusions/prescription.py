@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine import Result
+from ..knowledge import KnowledgeBase
+from ..templating import fill_value
 from .diagnosis import Diagnosis
-from .engine import Result
-from .estimation import Estimation, after_remedy, apply_whatif, changes_anything
-from .knowledge import KnowledgeBase
-from .templating import fill_value
+from .sizing import Estimation, after_remedy, apply_whatif, changes_anything
 
 # Each later remedy in a scenario's list is worth a little less than the one before.
 RANK_DECAY = 0.12
@@ -119,7 +119,7 @@ def combinations(prescriptions: list[Prescription], kb: KnowledgeBase, current: 
         return []
     if any(p.after is not None and p.after.result.fits for p in prescriptions):
         return []
-    from .estimate import search
+    from ..estimate import search
 
     ranked = [kb.remedies[p.remedy] for p in prescriptions if kb.remedies[p.remedy].whatif]
     found = search(current.setup, ranked, max_combination=3, limit=limit)
@@ -130,7 +130,7 @@ def combinations(prescriptions: list[Prescription], kb: KnowledgeBase, current: 
     # Halving once is rarely enough: find the micro-batch that fits after the best remedies.
     from dataclasses import replace
 
-    from .estimate import estimate, max_batch_size
+    from ..estimate import estimate, max_batch_size
 
     setup = current.setup
     effective = setup.batch_size * setup.grad_accum

@@ -1,12 +1,12 @@
-"""A direct estimate request (REST /estimate, CLI `estimate`): named inputs to facts to a reply."""
+"""Named inputs (REST fields, CLI flags) to facts to a stateless estimate reply."""
 from __future__ import annotations
 
 from typing import Any
 
 from . import knowledge
-from .estimation import apply_whatif, estimate_from
+from .conclusions.report import estimate_assumptions, estimate_dict, say_estimate
+from .conclusions.sizing import apply_whatif, estimate_from
 from .knowledge import MAX_MAGNITUDE
-from .report import estimate_assumptions, estimate_dict, say_estimate
 
 
 class EstimateInputError(ValueError):

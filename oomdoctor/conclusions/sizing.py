@@ -1,11 +1,11 @@
-"""The bridge between facts and the estimator: build a set-up, estimate, try remedies."""
+"""A set-up's memory from the facts, and after each remedy: the bridge between facts and the estimator."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from . import estimate as estimator
-from .knowledge import KnowledgeBase, Remedy, fact_reference
+from .. import estimate as estimator
+from ..knowledge import KnowledgeBase, Remedy, fact_reference
 
 
 @dataclass
@@ -69,7 +69,7 @@ def after_remedy(values: dict[str, Any], remedy: Remedy) -> Estimation | None:
 def limits(estimation: Estimation) -> dict[str, Any]:
     """The inverse questions: the smallest single GPU that fits this set-up, and, on the
     user's GPU, the largest micro-batch and longest sequence that fit and the fewest GPUs."""
-    from .catalog import all_gpus
+    from ..catalog import all_gpus
 
     setup = estimation.setup
     cards = sorted({(g.memory_gib, g.id) for g in all_gpus() if g.tier != "apple"})
