@@ -1,6 +1,7 @@
 """Named inputs (REST fields, CLI flags) to facts to a stateless estimate reply."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from . import knowledge
@@ -32,6 +33,43 @@ INPUTS = {
 
 
 KINDS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "list": "a list"}
+
+# An input that only means something under a strategy implies it; naming another strategy beside it is
+# a contradiction (ZeRO stages are DeepSpeed's: under DDP or FSDP a stage would be silently dropped).
+IMPLIES = {"zero_stage": ("strategy", "deepspeed")}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What one named input takes, for help texts and schemas: read from knowledge/facts.yaml and defaults.yaml."""
+
+    name: str
+    fact: str
+    type: str
+    text: str
+    values: tuple[str, ...] = ()
+    unit: str = ""
+    # (value, condition) in the order knowledge/defaults.yaml tries them; condition {} is the fallback.
+    defaults: tuple[tuple[Any, dict], ...] = ()
+
+
+def describe(kb=None) -> list[InputSpec]:
+    from .estimate.from_facts import load_defaults
+
+    kb = kb or knowledge.default()
+    facts_to_inputs = {fact: name for name, fact in INPUTS.items()}
+    out = []
+    for name, fact in INPUTS.items():
+        spec = kb.facts[fact]
+        defaults = []
+        for d in load_defaults():
+            if d.fact == fact:
+                when = {facts_to_inputs.get(k, k): v for k, v in d.when.items()}
+                defaults.append((d.value, when))
+                if not when:
+                    break   # later entries are never reached
+        out.append(InputSpec(name, fact, spec.type, spec.text["en"], tuple(spec.values), spec.unit, tuple(defaults)))
+    return out
 
 
 def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
@@ -71,9 +109,27 @@ def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
     return values
 
 
+def implied_inputs(inputs: dict[str, Any], values: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """(fact, value, by which input) for each value an input implies; added to `values`.
+    An input beside a contradicting one is refused rather than silently dropped."""
+    added = []
+    for key, (implied_key, implied) in IMPLIES.items():
+        if inputs.get(key) is None:
+            continue
+        fact = INPUTS[implied_key]
+        given = values.get(fact)
+        if given is None:
+            values[fact] = implied
+            added.append((fact, implied, key))
+        elif given != implied:
+            raise EstimateInputError(f"'{key}' needs {implied_key} '{implied}', but {implied_key} is '{given}'")
+    return added
+
+
 def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
     kb = knowledge.default()
     values = facts_from_inputs(inputs, kb)
+    implied = implied_inputs(inputs, values)
     estimation = estimate_from(values)
     if estimation is None:
         raise EstimateInputError(_why_no_model(values))
@@ -95,7 +151,10 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         "lang": lang,
         "facts": [{"name": k, "value": v} for k, v in values.items()],
         "estimate": est,
-        "assumptions": [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions]
+        "assumptions": [{"fact": fact, "value": value,
+                         "text": kb.text("assume.implied", lang, fact=kb.facts[fact].text[lang], value=value, by=by)}
+                        for fact, value, by in implied]
+        + [{"fact": a.fact, "value": a.value, "text": a.text[lang]} for a in estimation.assumptions]
         + estimate_assumptions(estimation, kb, lang),
         "whatif": whatif,
     }

@@ -84,3 +84,39 @@ def test_estimate_text_follows_the_language_and_survives_a_closed_pipe():
     piped = subprocess.run(f"{sys.executable} -m oomdoctor estimate --model llama3-8b | head -1", shell=True,
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert piped.stdout.startswith("per GPU:") and "Traceback" not in piped.stderr
+
+
+def test_a_missing_or_unreadable_input_is_one_line_not_a_traceback(tmp_path):
+    for target, said in ((tmp_path / "nope.txt", "no such file"), (tmp_path, "is a folder")):
+        out = run("diagnose", str(target))
+        assert out.returncode != 0 and said in out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    out = run("estimate", "--model", "llama-3-8b", "--config", str(tmp_path / "missing.json"))
+    assert out.returncode != 0 and "no such file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_zero_stage_implies_deepspeed_and_contradicting_it_is_refused():
+    base = ("estimate", "--json", "--model", "llama-3-8b", "--method", "full", "--num-gpus", "4")
+    plain = json.loads(run(*base).stdout)
+    zero = run(*base, "--zero-stage", "2")
+    assert zero.returncode == 0, zero.stderr
+    reply = json.loads(zero.stdout)
+    assert {"name": "dist.strategy", "value": "deepspeed"} in reply["facts"]
+    assert any(a["fact"] == "dist.strategy" and "zero_stage" in a["text"] for a in reply["assumptions"])
+    # ZeRO-2 shards gradients and optimizer states over the 4 GPUs: far below DDP's full replica.
+    assert reply["estimate"]["per_gpu_gib"] < 0.6 * plain["estimate"]["per_gpu_gib"]
+    clash = run(*base, "--zero-stage", "2", "--strategy", "fsdp")
+    assert clash.returncode == 2 and "'zero_stage' needs strategy 'deepspeed'" in clash.stderr
+
+
+def test_estimate_help_says_values_units_and_defaults():
+    out = run("estimate", "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    assert "--method {full,lora,qlora,freeze}" in text and "one of: full, lora, qlora, freeze" in text
+    assert "default: qlora with --load-dtype nf4/fp4/int8, else full" in text
+    assert "--gpu-memory-gib X memory of one GPU; in GiB" in text
+    assert "default: single with --num-gpus 1, else ddp" in text
+    assert "implies --strategy deepspeed" in text
+    assert "--json print the reply as JSON" in text
+    assert "sets train.method" not in text

@@ -11,7 +11,7 @@ from typing import Sequence, TextIO
 from .. import knowledge
 from ..consultation import default
 from ..language import LANGUAGES
-from ..named_inputs import INPUTS
+from ..named_inputs import IMPLIES, INPUTS, InputSpec, describe
 from ..service import Consultations, EstimateInputError
 from ..storage import Store
 from ..templating import show
@@ -31,8 +31,15 @@ def _read(source: str) -> str:
     if source == "-":
         data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     else:
-        with open(source, "rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
+        try:
+            with open(source, "rb") as fh:
+                data = fh.read(MAX_INPUT_BYTES + 1)
+        except FileNotFoundError:
+            raise SystemExit(f"error: no such file: {source}") from None
+        except IsADirectoryError:
+            raise SystemExit(f"error: {source} is a folder; give a text file") from None
+        except OSError as exc:
+            raise SystemExit(f"error: cannot read {source}: {exc.strerror or exc}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise SystemExit(f"error: input is larger than {MAX_INPUT_BYTES} bytes")
     if b"\x00" in data:
@@ -141,23 +148,59 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
             return 0
 
 
+def _flag_help(spec: InputSpec) -> str:
+    if spec.name == "config":
+        return "path to the model's config.json (instead of --model)"
+    parts = [spec.text]
+    if spec.values:
+        parts.append("one of: " + ", ".join(spec.values))
+    elif spec.type == "list":
+        parts.append("comma-separated")
+    if spec.unit and spec.unit.lower() not in spec.text.lower():
+        parts.append(f"in {spec.unit}")
+    if spec.name in IMPLIES:
+        other, value = IMPLIES[spec.name]
+        parts.append(f"implies --{other} {value}")
+    if spec.defaults:
+        parts.append("default: " + ", else ".join(_default(value, when) for value, when in spec.defaults))
+    return "; ".join(parts).replace("%", "%%")
+
+
+def _default(value: object, when: dict) -> str:
+    shown = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else value
+    shown = shown if shown != "" else "none"
+    condition = " and ".join(f"--{k.replace('_', '-')} {'/'.join(str(v).lower() for v in vs)}" for k, vs in when.items())
+    return f"{shown} with {condition}" if condition else str(shown)
+
+
+def _metavar(spec: InputSpec) -> str:
+    if spec.values:
+        return "{" + ",".join(spec.values) + "}" if len(spec.values) <= 6 else "NAME"
+    return {"integer": "N", "number": "X", "boolean": "{true,false}", "list": "A,B"}.get(spec.type, "TEXT")
+
+
 def parser() -> argparse.ArgumentParser:
     kb = knowledge.default()
     top = argparse.ArgumentParser(prog="python -m oomdoctor", description="Diagnose LLM fine-tuning out-of-memory failures.")
     sub = top.add_subparsers(dest="command", required=True)
     d = sub.add_parser("diagnose", help="diagnose a pasted log or config (no questions; assumptions stated)")
     d.add_argument("file", nargs="?", default="-", help="file to read, or - for standard input")
-    d.add_argument("--json", action="store_true", help="print the reply as JSON")
-    d.add_argument("--lang", choices=LANGUAGES)
-    e = sub.add_parser("estimate", help="estimate memory for a set-up")
-    e.add_argument("--json", action="store_true")
-    e.add_argument("--lang", choices=LANGUAGES)
-    for name in INPUTS:
-        flag = "--" + name.replace("_", "-")
-        help_text = "path to a config.json" if name == "config" else f"sets {INPUTS[name]}"
-        e.add_argument(flag, dest=name, type=_TYPES.get(kb.facts[INPUTS[name]].type, str), help=help_text)
+    d.add_argument("--json", action="store_true", help="print the whole reply as JSON instead of the text report")
+    d.add_argument("--lang", choices=LANGUAGES, help="reply language (default: the text's)")
+    e = sub.add_parser("estimate", help="estimate memory for a set-up",
+                       description="Estimate GPU and host memory for a fine-tuning set-up. Give the model "
+                                   "(--model, --params-b or --config); every other input has a stated default.",
+                       epilog="Example: python -m oomdoctor estimate --model llama-3-8b --method lora "
+                              "--batch-size 4 --seq-len 2048 --gpu 4090")
+    e.add_argument("--json", action="store_true", help="print the reply as JSON (estimate, breakdown, what-if, "
+                                                       "assumptions) instead of the text summary")
+    e.add_argument("--lang", choices=LANGUAGES, help="reply language (default: en)")
+    for spec in describe(kb):
+        flag = "--" + spec.name.replace("_", "-")
+        e.add_argument(flag, dest=spec.name, type=_TYPES.get(spec.type, str), help=_flag_help(spec),
+                       metavar=_metavar(spec))
     c = sub.add_parser("chat", help="an interactive consultation in the terminal")
-    c.add_argument("--lang", choices=LANGUAGES)
+    c.add_argument("--lang", choices=LANGUAGES, help="reply language (default: the text's)")
     return top
 
 
