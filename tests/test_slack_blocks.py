@@ -153,10 +153,12 @@ def test_shared_report_is_in_channel_without_buttons(kb):
 
 def test_report_in_chinese_aligns_bars(kb):
     message = blocks.render(fixture("report_zh"), kb, CID)
-    bars = next(t for t in texts_of(message) if "```" in t and "█" in t)
-    lines = bars.split("```\n", 1)[1].rsplit("\n```", 1)[0].splitlines()
+    from oomdoctor.render.bars import width
+
+    chart = next(t for t in texts_of(message) if "```" in t and "█" in t)
+    lines = chart.split("```\n", 1)[1].rsplit("\n```", 1)[0].splitlines()
     # CJK labels count double in a monospace font: the numbers line up.
-    columns = {blocks._width(line.split(" GiB")[0]) for line in lines if " GiB" in line}
+    columns = {width(line.split(" GiB")[0]) for line in lines if " GiB" in line}
     assert len(columns) == 1
     assert "分享到频道" in "\n".join(texts_of(message))
 

@@ -142,3 +142,20 @@ def test_total_label_is_clear_of_the_capacity_line(kb):
     for row in root.findall("s:g[@class='row']", NS):
         label_x = float(row.find("s:text[@class='total']", NS).get("x"))
         assert not (line_x - 2 < label_x < line_x + 2) and not (label_x < line_x < label_x + svg.TOTAL_LABEL_WIDTH - 10)
+
+
+def test_text_bars_line_up_by_display_width_in_both_languages():
+    """Chinese labels take two cells a character; the figures and bars must still start in one column."""
+    from oomdoctor.knowledge import default
+    from oomdoctor.render import bars
+
+    estimate = {"per_gpu_gib": 31.2, "gpu_capacity_gib": 24.0, "fits": False,
+                "breakdown": {"weights": 15.0, "gradients": 0.0, "optimizer": 0.03, "activations": 10.0,
+                              "logits": 2.9, "overhead": 3.3}}
+    for lang in ("en", "zh"):
+        lines = bars.table(estimate, default(), lang)
+        columns = {bars.width(line[: line.index("GiB")]) for line in lines if "GiB" in line}
+        assert len(columns) == 1, (lang, lines)
+        assert lines[-1].strip() in ("does not fit", "放不下")
+    assert bars.width("CUDA 上下文与分配器") == len("CUDA ") + 2 * 7 + 0
+    assert bars.pad("显存", 6) == "显存  "

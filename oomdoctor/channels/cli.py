@@ -11,6 +11,7 @@ from typing import Sequence, TextIO
 from .. import knowledge
 from ..consultation import default
 from ..language import LANGUAGES
+from ..render import bars
 from ..named_inputs import IMPLIES, INPUTS, InputSpec, describe
 from ..service import Consultations, EstimateInputError
 from ..storage import Store
@@ -97,8 +98,8 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
         if est["fits"] is not None:
             line += " — " + (t("report.fits") if est["fits"] else t("report.does_not_fit"))
     out.write(line + "\n")
-    for part, value in est["breakdown"].items():
-        out.write(f"  {t('part.' + part):<24} {value:>8.2f} GiB\n")
+    for row in bars.table(est, kb, lang, verdict=False):
+        out.write(f"  {row}\n")
     out.write(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}\n")
     for remark in est["remarks"]:
         out.write(f"  {remark}\n")

@@ -13,7 +13,8 @@ from typing import Any
 from ..knowledge import KnowledgeBase
 from ..conclusions.report import PARTS
 from ..templating import show
-from .text import bar, change_text
+from . import bars
+from .text import change_text
 
 # https://api.slack.com/reference/block-kit/blocks and .../block-elements
 MAX_BLOCKS = 50
@@ -35,7 +36,6 @@ MAX_CHARS = 12_000
 
 MAX_REMEDIES = 5
 MAX_DIAGNOSES = 3
-BAR_WIDTH = 24
 
 # Which parts of a report go first when it is too big (lowest first).
 KEEP_ALWAYS = 1000
@@ -171,26 +171,7 @@ def _question(reply: dict[str, Any], kb: KnowledgeBase, cid: str) -> list[tuple[
 
 def memory_bars(estimate: dict[str, Any], kb: KnowledgeBase, lang: str) -> str:
     """The breakdown as fixed-width text bars, scaled so the GPU's capacity is visible."""
-    t = lambda key, **kw: kb.text(key, lang, **kw)  # noqa: E731
-    capacity = estimate.get("gpu_capacity_gib")
-    total = estimate["per_gpu_gib"] or sum(float(estimate["breakdown"].get(p) or 0) for p in PARTS)
-    scale = max(capacity or 0.0, total)
-    names = {p: t("part." + p) for p in PARTS}
-    names["total"] = t("slack.total")
-    names["capacity"] = t("slack.capacity")
-    width = max(_width(n) for n in names.values())
-    lines = []
-    for part in PARTS:
-        value = float(estimate["breakdown"].get(part) or 0.0)
-        lines.append(f"{_pad(names[part], width)} {value:>7.2f} GiB  {bar(value, scale, BAR_WIDTH)}")
-    lines.append(f"{_pad(names['total'], width)} {total:>7.2f} GiB  {bar(total, scale, BAR_WIDTH)}")
-    if capacity:
-        mark = max(round(BAR_WIDTH * capacity / scale), 1)
-        lines.append(f"{_pad(names['capacity'], width)} {capacity:>7.2f} GiB  {'─' * (mark - 1)}┤")
-        verdict = t("report.fits") if estimate.get("fits") else t("report.does_not_fit")
-        if estimate.get("fits") is not None:
-            lines.append(f"{_pad('', width)} {verdict}")
-    return "\n".join(lines)
+    return "\n".join(bars.table(estimate, kb, lang))
 
 
 def limit_lines(estimate: dict[str, Any], kb: KnowledgeBase, lang: str) -> list[str]:
@@ -218,15 +199,6 @@ def plan_lines(plans: list[dict[str, Any]], kb: KnowledgeBase, lang: str) -> lis
         after = kb.text("report.after", lang, value=show(plan["estimate_after_gib"]))
         lines.append(f"{' + '.join(plan['titles'])}{batch} — {after}")
     return lines
-
-
-def _width(text: str) -> int:
-    """Display width in a monospace font: CJK characters take two cells."""
-    return sum(2 if ord(ch) >= 0x1100 else 1 for ch in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - _width(text))
 
 
 def _report(reply: dict[str, Any], kb: KnowledgeBase, cid: str, shared_by: str | None) -> list[tuple[int, list[dict]]]:

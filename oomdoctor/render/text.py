@@ -7,15 +7,9 @@ import yaml
 
 from ..knowledge import KnowledgeBase
 from ..templating import show
+from . import bars
 
 BAR_WIDTH = 30
-
-
-def bar(value: float, capacity: float, width: int = BAR_WIDTH) -> str:
-    if capacity <= 0:
-        return ""
-    filled = min(width, round(width * value / capacity))
-    return "█" * filled + "·" * (width - filled)
 
 
 def change_text(change: dict[str, Any]) -> str:
@@ -67,10 +61,7 @@ def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
     if est is None:
         lines.append(t("report.no_estimate"))
     else:
-        capacity = est["gpu_capacity_gib"] or est["per_gpu_gib"]
-        for part in ("weights", "gradients", "optimizer", "activations", "logits", "overhead"):
-            value = est["breakdown"][part]
-            lines.append(f"  {t('part.' + part):<24} {value:>8.2f} GiB  {bar(value, capacity)}")
+        lines.extend("  " + line for line in bars.table(est, kb, lang, BAR_WIDTH, verdict=False))
         verdict = ""
         if est["fits"] is not None:
             verdict = " — " + (t("report.fits") if est["fits"] else t("report.does_not_fit"))
