@@ -26,6 +26,26 @@ accesslog = os.environ.get("OOMDOCTOR_ACCESS_LOG", "-")
 access_log_format = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(L)s "%(a)s"'
 errorlog = "-"
 loglevel = os.environ.get("OOMDOCTOR_LOG_LEVEL", "info")
+# One format for gunicorn's own lines, its access lines and the app's (`oomdoctor.*`): time, level, logger.
+# Without it the app's INFO lines (a refused Slack request) are dropped and its warnings print bare.
+_LINE = {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s", "datefmt": "%Y-%m-%dT%H:%M:%S%z"}
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": _LINE},
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "line", "stream": "ext://sys.stderr"},
+        "access": ({"class": "logging.StreamHandler", "formatter": "line", "stream": "ext://sys.stdout"}
+                   if accesslog in ("-", "") else
+                   {"class": "logging.FileHandler", "formatter": "line", "filename": accesslog}),
+    },
+    "loggers": {
+        "gunicorn.error": {"level": loglevel.upper(), "handlers": ["stderr"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["access"] if accesslog else [], "propagate": False},
+        "oomdoctor": {"level": loglevel.upper(), "handlers": ["stderr"], "propagate": False},
+    },
+    "root": {"level": "WARNING", "handlers": ["stderr"]},
+}
 # Load the knowledge base once in the master; workers fork with it. A database that cannot be
 # used stops the master here, before any worker starts, with the reason in one line.
 preload_app = True

@@ -49,3 +49,26 @@ def test_restart_loses_nothing(tmp_path):
         assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == "llama-3-8b"
     finally:
         again.stop()
+
+
+def test_one_log_format_for_gunicorn_access_and_the_app(tmp_path):
+    """Every line carries time, level and logger; the app's INFO lines (a refused Slack request) appear."""
+    import re
+
+    import requests
+
+    from conftest import LiveServer
+
+    server = LiveServer(tmp_path, workers=1, env={"OOMDOCTOR_SLACK_SIGNING_SECRET": "test-secret"}).start()
+    try:
+        requests.get(server.url + "/healthz", timeout=10)
+        refused = requests.post(server.url + "/slack/commands", data={"text": "hi"}, timeout=10)
+        assert refused.status_code == 401
+    finally:
+        server.stop()
+    lines = [line for line in server.output().splitlines() if line.strip()]
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
+    assert lines and all(stamp.match(line) for line in lines), "\n".join(line for line in lines if not stamp.match(line))
+    assert any(" INFO oomdoctor.channels.slack.verify: Slack request refused" in line for line in lines)
+    assert any(" INFO gunicorn.access: " in line and '"GET /healthz HTTP/1.1" 200' in line for line in lines)
+    assert any(" INFO gunicorn.error: Booting worker" in line for line in lines)
