@@ -16,7 +16,7 @@ $(VENV)/.test: requirements-test.txt requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-test.txt
 	touch $@
 
-.PHONY: serve test browser-deps torch-deps
+.PHONY: serve test test-fast browser-deps torch-deps
 serve: $(VENV)/.runtime
 	mkdir -p var
 	$(BIN)/gunicorn -c gunicorn.conf.py app:app
@@ -31,5 +31,11 @@ torch-deps: $(VENV)/.test
 		$(BIN)/pip install --quiet -r bench/accuracy/requirements.txt; \
 	else echo "torch tests: skipped unless CI=true or WITH_TORCH=1 (make test WITH_TORCH=1)"; fi
 
+# The suite runs on every core (pytest-xdist); PYTEST_ARGS adds to it (make test PYTEST_ARGS="-k slack").
 test: $(VENV)/.test browser-deps torch-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto $(PYTEST_ARGS)
+
+# The edit loop: no browser, no live server, no torch; a minute or two.
+test-fast: $(VENV)/.test
+	$(BIN)/python -m pytest -q -n auto -m "not browser and not server" \
+		--ignore-glob='tests/test_*_measured.py' --ignore=tests/test_catalog_meta.py $(PYTEST_ARGS)

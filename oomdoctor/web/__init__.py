@@ -9,8 +9,7 @@ from typing import Any
 from flask import Flask, g
 
 from .. import config as config_mod
-from ..consultation import Consultant
-from ..knowledge import load
+from ..consultation import default
 from ..storage import Store
 
 
@@ -25,7 +24,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False
     # Fail at start, not on the first request: a broken knowledge file or an
     # unusable database is reported once, clearly.
-    app.extensions["oomdoctor.consultant"] = Consultant(load())
+    # One knowledge base per process: gunicorn's master loads it once (preload_app) and workers fork with it.
+    app.extensions["oomdoctor.consultant"] = default()
     Store(app.config["DATABASE"]).close()
 
     from . import errors, security
