@@ -44,7 +44,7 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 # Paths that answer for anyone, however often: monitoring and the page's own files.
-OPEN_PATHS = ("/healthz",)
+OPEN_PATHS = ("/healthz", "/favicon.ico")
 OPEN_PREFIXES = ("/static/",)
 # Under /api/, what needs no token: the API's own description.
 PUBLIC_API = ("/api/openapi.json",)

@@ -155,6 +155,12 @@ def start():
     return _after_turn(cid, lang)
 
 
+@bp.get("/favicon.ico")
+def favicon():
+    # Browsers ask for /favicon.ico on their own (the page links the SVG, but a JSON tab or an old browser does not).
+    return redirect(url_for(".static", filename="favicon.svg"), 301)
+
+
 @bp.get("/c/<cid>")
 def consultation(cid: str):
     ctx, _ = _conversation(cid)
