@@ -73,6 +73,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import anatomy
+from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
@@ -346,7 +347,7 @@ class Activations:
     backward_working: float      # gradients flowing through one layer during backward
     weight_copies: float         # autocast's half copies of fp32 weights, held for backward
     per_layer: float             # bytes per token per layer (dense layers, sequence-independent part)
-    lines: tuple[str, ...] = field(default_factory=tuple)
+    lines: tuple[Line, ...] = field(default_factory=tuple)
 
 
 def _sum(items: list[Item]) -> float:
@@ -389,21 +390,19 @@ def activations(setup: Setup, rows: int) -> Activations:
                          for b in ctx.blocks)
         tail = ctx.p * (d.hidden if down_saves else mlp_width)
         recompute = T * (one_layer - (4 * d.hidden if ctx.pr == 4 else 0) + tail)
-        lines.append(f"activations: gradient checkpointing keeps each layer's input, {ctx.trained_layers} layers × "
-                     f"{T:,} tokens × {ctx.pr * d.hidden:,} B, plus one layer recomputed in backward: "
-                     f"{T:,} × {one_layer:,.0f} B ({summary})")
+        lines.append(line("activations.checkpointed", layers=ctx.trained_layers, tokens=T,
+                          input=ctx.pr * d.hidden, layer=one_layer, summary=summary))
     else:
         first = first_layer_unsaved(ctx, s)
         kept = T * (layers_b - first + model_b)
         recompute = 0.0
-        lines.append(f"activations: {ctx.trained_layers} layers × {T:,} tokens × {one_layer:,.0f} B per token "
-                     f"({summary}) + {model_b:,.0f} B/token outside the layers"
-                     + (f" - {first:,.0f} B/token the first layer does not keep (its input needs no gradient)"
-                        if first else ""))
+        lines.append(line("activations.kept", layers=ctx.trained_layers, tokens=T, layer=one_layer,
+                          summary=summary, outside=model_b,
+                          first=line("activations.first_layer", bytes=first) if first else ""))
     if per_pos:
-        lines.append(f"activations: eager attention keeps the s² probabilities (fp32 softmax output"
-                     f"{', its half copy' if ctx.p < 4 else ''}{', the soft-cap tanh' if d.attn_softcap else ''}), "
-                     f"{per_pos / s:,.0f} B × {s} = {per_pos:,.0f} B per token per layer")
+        probs = [line("activations.softmax_fp32")] + ([line("activations.softmax_half")] if ctx.p < 4 else []) + (
+            [line("activations.softcap_tanh")] if d.attn_softcap else [])
+        lines.append(line("activations.eager_squared", kept=probs, per=per_pos / s, s=s, bytes=per_pos))
     # Eager: the scores in the compute dtype are still referenced while softmax writes its output (and, with
     # soft-capping, the capped scores beside tanh's output).
     transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
@@ -420,16 +419,14 @@ def activations(setup: Setup, rows: int) -> Activations:
         working += dequant
         if setup.load_dtype != "int8":
             transient = max(transient, dequant)
-        lines.append(f"activations: bitsandbytes' dequantised weight during a matmul, the widest "
-                     f"{widest:,} × {per_element} B = {dequant / GIB:.2f} GiB")
+        lines.append(line("activations.dequantised", widest=widest, bytes=per_element, gib=dequant / GIB))
     copies = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:
         linear_w = sum(b.weights for b in ctx.blocks)
         held = linear_w * share
         copies = ctx.p * (held + d.vocab * d.hidden)
-        lines.append(f"weights: autocast's half copies of the fp32 weights, saved for backward: "
-                     f"{ctx.p} B × {held + d.vocab * d.hidden:,.0f}")
+        lines.append(line("activations.weight_copies", bytes=ctx.p, count=held + d.vocab * d.hidden))
     first_in = [b for b in ctx.blocks if b.role == anatomy.ATTN_IN] if not (
         ctx.first_input_grad or setup.grad_checkpointing) else []
     if copies and first_in:
@@ -441,13 +438,17 @@ def activations(setup: Setup, rows: int) -> Activations:
         # ... nor lora_A's copy there (only its input's gradient would need it)
         adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
         copies += ctx.p * adapter_w
-        lines.append(f"weights: autocast's half copies of the fp32 LoRA adapters, saved for backward: "
-                     f"{ctx.p} B × {adapter_w:,.0f}")
+        lines.append(line("activations.adapter_copies", bytes=ctx.p, count=adapter_w))
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines))
 
 
-def _summary(items: list[Item], ctx: Context) -> str:
+# The groups of a layer's saved tensors, as the derivation names them.
+GROUP_KEYS = {"norms": "norms", "attention": "attention", "MLP": "mlp", "LoRA": "lora"}
+
+
+def _summary(items: list[Item], ctx: Context) -> list[Line]:
     groups: dict[str, float] = {}
     for group, _, b in items:
         groups[group] = groups.get(group, 0.0) + b
-    return ", ".join(f"{k} {v:,.0f}" for k, v in groups.items())
+    return [line("activations.group", group=line("activations.group_" + GROUP_KEYS.get(k, k.lower())), bytes=v)
+            for k, v in groups.items()]

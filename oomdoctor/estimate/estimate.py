@@ -26,6 +26,7 @@ from typing import Any
 
 from . import anatomy
 from .activations import activations, compute_dtypes
+from .derivation import Line, line, text
 from .dtypes import GIB, count
 from .evaluation import evaluates, evaluation
 from .logits import logits
@@ -55,7 +56,7 @@ class Estimate:
     fits: bool | None
     headroom_gib: float | None
     limiter: str
-    derivation: list[str]
+    derivation: list[Line]     # keyed lines, worded in the reader's language where the estimate is rendered
     assumptions: list["Assumed"]
     moments: dict[str, float] = field(default_factory=dict)
     weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
@@ -209,16 +210,15 @@ def estimate(setup: Setup) -> Estimate:
     derivation += list(obj.lines) + (list(ev.lines) if ev else [])
     if setup.method == "full" and tr.params:
         per_param = (w.trained + tr.bytes + opt.states + opt.master) / tr.params
-        derivation.append(f"model states: {per_param:.3g} B per trained parameter (weights + gradients + "
-                          f"optimizer) × {count(tr.params)} = {per_param * tr.params / GIB:.2f} GiB before sharding")
+        derivation.append(line("estimate.model_states", per=per_param, count=count(tr.params),
+                               gib=per_param * tr.params / GIB))
     if split > 1:
-        derivation.append(f"model parallel (device_map) over {split} GPUs: weights, states and activations split "
-                          f"by layer; the logits stay on the last GPU")
-    derivation.append("peak at " + peak.name + ": " + ", ".join(
-        f"{c} {v:.2f}" for c, v in breakdown.items() if c != "overhead" and v) + " GiB")
-    derivation.append(f"overhead: allocator reserve {reserve_share:.0%} of {allocated / GIB:.2f} GiB + CUDA "
-                      f"context {CUDA_CONTEXT_GIB} GiB = {breakdown['overhead']:.2f} GiB")
-    derivation.append(f"host RAM: {host[1]}")
+        derivation.append(line("estimate.model_parallel", n=split))
+    derivation.append(line("estimate.peak", moment=text("moment." + peak.name.replace(" ", "_")), parts=[
+        line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
+    derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
+                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+    derivation.append(host[1])
     fits = headroom = None
     if setup.gpu_memory_gib:
         headroom = setup.gpu_memory_gib - per_gpu_gib
@@ -272,7 +272,7 @@ def _normalise(setup: Setup) -> Setup:
     return setup.replace(**changes) if changes else setup
 
 
-def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: float = 0.0) -> tuple[float, str]:
+def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: float = 0.0) -> tuple[float, Line]:
     """Host RAM: the larger of loading and training, over all ranks on the machine.
 
     Without a ``device_map`` (the Trainer's usual path) ``from_pretrained``
@@ -288,13 +288,13 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: flo
     loading = base + (0.0 if direct else ranks * weights_bytes)
     training = base + offloaded + predictions
     if loading > training:
-        text = (f"loading peak, {ranks} process(es) × ({HOST_PROCESS_GIB} GiB + the model's "
-                f"{weights_bytes / GIB:.2f} GiB materialised in CPU RAM) = {loading / GIB:.2f} GiB")
+        said = line("estimate.host_loading", ranks=ranks, process=HOST_PROCESS_GIB, model=weights_bytes / GIB,
+                    gib=loading / GIB)
     else:
-        text = (f"{ranks} process(es) × {HOST_PROCESS_GIB} GiB + offloaded states {offloaded / GIB:.2f} GiB "
-                f"(pinned)" + (f" + evaluation predictions {predictions / GIB:.2f} GiB" if predictions else "")
-                + f" = {training / GIB:.2f} GiB")
-    return max(loading, training), text
+        said = line("estimate.host_training", ranks=ranks, process=HOST_PROCESS_GIB, offloaded=offloaded / GIB,
+                    predictions=line("estimate.host_predictions", gib=predictions / GIB) if predictions else "",
+                    gib=training / GIB)
+    return max(loading, training), said
 
 
 def assumptions(setup: Setup, tr) -> list[Assumed]:

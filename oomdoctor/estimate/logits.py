@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .derivation import Line, line
 from .dtypes import GIB
 
 
@@ -40,20 +41,19 @@ from .dtypes import GIB
 class Logits:
     forward: float          # working set of the loss in the forward pass (kept part included)
     backward: float         # the loss's peak at the start of backward (kept part included)
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
     kept: float = 0.0       # held from the end of the forward to the backward
     grad: float = 0.0       # the logits' gradient in the compute dtype, alive with lm_head's weight gradient
 
 
 def logits(tokens: int, vocab: int, p: int, lm_head: bool = True, softcap: bool = False) -> Logits:
     if not lm_head:
-        return Logits(0.0, 0.0, ("logits: none (a score head replaces the LM head)",))
+        return Logits(0.0, 0.0, (line("logits.none"),))
     cap = p if softcap else 0
     forward = tokens * vocab * (p + (4 if p < 4 else 0) + 4 + cap)
     backward = (12 + cap) * tokens * vocab
     kept = (4 + cap) * tokens * vocab
     grad = p * tokens * vocab
-    line = (f"logits: {tokens:,} tokens × {vocab:,} vocab × {12 + cap} B (fp32 log-softmax output, its gradient "
-            f"and nll_loss's gradient at the start of backward"
-            + (f", and the soft-capping's tanh output" if softcap else "") + f") = {backward / GIB:.2f} GiB")
-    return Logits(forward, backward, (line,), kept, grad)
+    said = line("logits.softcapped" if softcap else "logits.full", tokens=tokens, vocab=vocab, bytes=12 + cap,
+                gib=backward / GIB)
+    return Logits(forward, backward, (said,), kept, grad)

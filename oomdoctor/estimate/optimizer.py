@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .derivation import Line, line
 from .dtypes import GIB, count
 from .setup import Setup
 from .trainable import Tensors, Trainable
@@ -79,7 +80,7 @@ class OptimizerStates:
     states: float
     master: float
     step_workspace: float
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
 
     @property
     def total(self) -> float:
@@ -99,24 +100,22 @@ def optimizer_states(setup: Setup, trainable: Trainable) -> OptimizerStates:
             b = adafactor_bytes(g)
             fp32_copies = 2 if s < 4 else 0
             workspace = max(workspace, (2 + fp32_copies) * 4 * g.largest)
-            lines.append(f"optimizer: Adafactor factored second moments, 4 B × (rows + cols) per matrix "
-                         f"= {b / GIB:.3f} GiB for {g.params:,} {g.name} params")
+            lines.append(line("optimizer.adafactor", gib=b / GIB, params=g.params, group=g.name))
         else:
             b = 0.0
             for rows, cols, n in g.shapes:
                 numel = rows * (cols or 1)
                 b += numel * n * state_bytes_per_param(opt, s, numel)
             per = b / g.params if g.params else 0.0
-            lines.append(f"optimizer: {opt} states {per:.3g} B × {count(g.params)} {g.name} params = {b / GIB:.2f} GiB")
+            lines.append(line("optimizer.states", optimizer=opt, per=per, count=count(g.params), group=g.name,
+                              gib=b / GIB))
             if opt == "adamw":
                 workspace = max(workspace, g.params * s)
         states += b
     master_b = 4 * trainable.params if master else 0.0
     if master_b:
-        lines.append(f"optimizer: fp32 master weights 4 B × {count(trainable.params)} = {master_b / GIB:.2f} GiB "
-                     f"(DeepSpeed mixed precision)")
+        lines.append(line("optimizer.master", count=count(trainable.params), gib=master_b / GIB))
     if workspace:
-        why = ("foreach AdamW's sqrt(exp_avg_sq) temporary" if opt == "adamw" else
-               "Adafactor's per-tensor fp32 temporaries for the largest tensor")
-        lines.append(f"optimizer step: {why} = {workspace / GIB:.2f} GiB")
+        why = "optimizer.foreach_sqrt" if opt == "adamw" else "optimizer.adafactor_step"
+        lines.append(line(why, gib=workspace / GIB))
     return OptimizerStates(states, master_b, workspace, tuple(lines))
