@@ -102,6 +102,8 @@ class Context:
     weights_fp32: bool
     router_trainable: bool
     first_input_grad: bool = True   # the first trained layer's input needs a gradient
+    liger: bool = False             # Liger's RMSNorm and SwiGLU kernels replace transformers' modules
+    fused_head: bool = False        # a fused loss (Liger, Cut Cross-Entropy) calls lm_head itself (see ``logits``)
 
     @property
     def full_layers(self) -> bool:
@@ -148,7 +150,8 @@ def context(setup: Setup) -> Context:
         attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded),
         padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
-        router_trainable=router_trainable, first_input_grad=first_input_grad,
+        router_trainable=router_trainable, first_input_grad=first_input_grad, liger=setup.liger_kernels,
+        fused_head=setup.loss in ("fused_linear", "cce"),
     )
 
 
@@ -186,6 +189,10 @@ def input_saves(ctx: Context, group: str, tensor: str, width: int, x_bytes: int,
 
 
 def _norm(ctx: Context, label: str, width: int) -> list[Item]:
+    if ctx.liger:
+        # LigerRMSNormFunction saves its input as it is and the fp32 rstd per row (liger_kernel/ops/rms_norm.py,
+        # save_for_backward(X, W, RSTD)); the weight's gradient is computed from them.
+        return [("norms", f"{label}: input, saved by Liger's kernel", ctx.pr * width), ("norms", f"{label}: rstd", 4)]
     items = [("norms", f"{label}: input upcast to fp32", 4 * width), ("norms", f"{label}: rsqrt", 4)]
     if ctx.full_layers:
         kept = 4 if ctx.d.gemma_norm else ctx.pr
@@ -275,7 +282,11 @@ def attention_per_position(ctx: Context) -> float:
 
 def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
     p = ctx.p
-    items = [("MLP", f"{label}: gate, up and SiLU outputs", 3 * p * width)]
+    if ctx.liger and not expert:
+        # LigerSiLUMulFunction saves the gate and up outputs and recomputes SiLU in backward (ops/swiglu.py).
+        items = [("MLP", f"{label}: gate and up outputs (Liger SwiGLU)", 2 * p * width)]
+    else:
+        items = [("MLP", f"{label}: gate, up and SiLU outputs", 3 * p * width)]
     items += input_saves(ctx, "MLP", f"{label} product", width, p, _consumers(ctx, anatomy.MLP_OUT, expert))
     return items
 
@@ -323,7 +334,7 @@ def model_items(ctx: Context, seq_len: int, rows: int = 1, checkpointing: bool =
     """
     d = ctx.d
     items = _norm(ctx, "final norm", d.hidden)
-    lm_head_trains = ctx.method == "full"
+    lm_head_trains = ctx.method == "full" and not ctx.fused_head
     if lm_head_trains:
         items += input_saves(ctx, "head", "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
     # cos and sin are computed per position (position_ids of shape 1 × s) in the residual stream's dtype.
@@ -348,6 +359,8 @@ class Activations:
     weight_copies: float         # autocast's half copies of fp32 weights, held for backward
     per_layer: float             # bytes per token per layer (dense layers, sequence-independent part)
     lines: tuple[Line, ...] = field(default_factory=tuple)
+    in_layers: float = 0.0       # the part of ``kept`` held by the trained layers (what offloading moves)
+    one_layer: float = 0.0       # what one layer holds: its input under checkpointing, else its saved set
 
 
 def _sum(items: list[Item]) -> float:
@@ -439,7 +452,11 @@ def activations(setup: Setup, rows: int) -> Activations:
         adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
         copies += ctx.p * adapter_w
         lines.append(line("activations.adapter_copies", bytes=ctx.p, count=adapter_w))
-    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines))
+    if setup.grad_checkpointing:
+        in_layers, single = T * ctx.trained_layers * ctx.pr * d.hidden, T * ctx.pr * d.hidden
+    else:
+        in_layers, single = T * (layers_b - first_layer_unsaved(ctx, s)), T * one_layer
+    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single)
 
 
 # The groups of a layer's saved tensors, as the derivation names them.
