@@ -43,6 +43,14 @@ SETUPS = {
                                     eval_accumulation_steps=2, eval_preprocess_logits=True),
     "generation": dict(method="lora", eval_generate=True, gen_new_tokens=64),
     "gemma2 eager": dict(model=GEMMA2, method="full", attention="eager", seq_len=512),
+    "chunked loss": dict(method="full", loss="chunked"),
+    "chunked loss compiled": dict(method="lora", loss="chunked", compiled=True),
+    "liger": dict(method="full", loss="fused_linear", liger_kernels=True),
+    "cut cross-entropy": dict(method="lora", loss="cce"),
+    "offload, optimizer in backward": dict(method="full", grad_checkpointing=True, activation_offload=True,
+                                           optimizer_in_backward=True),
+    "tensor and context parallel": dict(method="lora", num_gpus=4, strategy="fsdp", tensor_parallel=2,
+                                        context_parallel=2),
 }
 
 

@@ -323,7 +323,9 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: flo
     (or partition them) as they load.  Evaluation's kept predictions come on
     top of the training-time figure.
     """
-    ranks = setup.num_gpus
+    nodes = min(setup.num_nodes, setup.num_gpus)
+    ranks = -(-setup.num_gpus // nodes)         # ranks on one machine; host RAM is counted per machine
+    offloaded, predictions = offloaded / nodes, predictions / nodes
     base = ranks * HOST_PROCESS_GIB * GIB
     direct = setup.quantized or setup.strategy == "model_parallel" or (
         setup.strategy == "deepspeed" and setup.zero_stage == 3)
@@ -344,8 +346,9 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
     language (``knowledge/texts.yaml``, keys ``assume.*``)."""
     out = [Assumed("cuda_context", {"gib": CUDA_CONTEXT_GIB}),
            Assumed("reserve", {"share": f"{reserve_fraction(setup):.0%}"}),
-           Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len}),
-           Assumed("full_vocab_loss")]
+           Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len})]
+    if setup.loss == "full":
+        out.append(Assumed("full_vocab_loss"))
     if setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1:
         out.append(Assumed("sdpa_repeat_kv"))
     if setup.adapters:

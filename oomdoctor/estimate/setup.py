@@ -12,9 +12,9 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_a
               "sgd", "sgd_momentum", "lion", "lion_8bit")
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
-                 "context_parallel", "tensor_parallel")
+                 "context_parallel", "tensor_parallel", "num_nodes")
 OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
-                          "rl_generations", "rl_completion_len", "rl_prompt_len")
+                          "rl_generations", "rl_prompt_len")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -88,12 +88,12 @@ class Setup:
     tensor_parallel: int = 1            # ranks each layer's weights are split over
     fp8: str = "none"                   # none | torchao (Float8Linear) | te (Transformer Engine)
     rl_generations: int | None = None   # completions sampled per prompt (GRPO, RLOO)
-    rl_completion_len: int | None = None
     rl_prompt_len: int | None = None
     vllm: str = "none"                  # none (generate in the trainer) | colocate | server (own GPUs)
     vllm_memory_share: float | None = None   # vllm_gpu_memory_utilization
     vllm_sleep: bool = False            # vllm_enable_sleep_mode
     rl_reference: bool | None = None    # a reference model is loaded (GRPO: beta > 0); None: the objective's default
+    num_nodes: int = 1                  # machines the GPUs are spread over (host RAM is per machine)
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
