@@ -361,6 +361,7 @@ class Activations:
     lines: tuple[Line, ...] = field(default_factory=tuple)
     in_layers: float = 0.0       # the part of ``kept`` held by the trained layers (what offloading moves)
     one_layer: float = 0.0       # what one layer holds: its input under checkpointing, else its saved set
+    outside_saved: float = 0.0   # saved outside the layers, less the batch's ids and lm_head's input
 
 
 def _sum(items: list[Item]) -> float:
@@ -456,7 +457,10 @@ def activations(setup: Setup, rows: int) -> Activations:
         in_layers, single = T * ctx.trained_layers * ctx.pr * d.hidden, T * ctx.pr * d.hidden
     else:
         in_layers, single = T * (layers_b - first_layer_unsaved(ctx, s)), T * one_layer
-    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single)
+    head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
+    outside = T * max(model_b - 32 - head_in, 0.0)
+    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
+                       outside)
 
 
 # The groups of a layer's saved tensors, as the derivation names them.

@@ -33,7 +33,7 @@ Measured on CPU, tensor by tensor, for every family of
   the logits as C chunks (``num_output_chunks`` = 8), all ``p·V`` alive when
   the loss starts; each chunk is upcast and put through ``cross_entropy`` on
   its own, so the forward's working set is ``p·V`` + the kept log-softmax
-  outputs + one chunk's fp32 copy and output: ``(p + 4 + 4/C)·V``.  The
+  outputs + one chunk's fp32 copy: ``(p + 4 + 4/C)·V`` (``8V`` in fp32).  The
   recipe drops the logits list (``del logits``), so ``4V`` is kept, and the
   backward's peak is the kept outputs and one chunk's two fp32 gradients,
   ``(4 + 8/C)·V``.  Compiled (``compile=True`` compiles the per-chunk
@@ -116,7 +116,8 @@ def _chunked(tokens: int, vocab: int, p: int, chunks: int, compiled: bool) -> Lo
     if compiled:
         forward, kept, backward = p * tv, p * tv, (p + p / chunks) * tv
     else:
-        forward, kept, backward = (p + 4 + 4 / chunks) * tv, 4 * tv, (4 + 8 / chunks) * tv
+        # in fp32 ``.float()`` returns the chunk itself: no copy
+        forward, kept, backward = (p + 4 + (4 / chunks if p < 4 else 0)) * tv, 4 * tv, (4 + 8 / chunks) * tv
     said = line("logits.chunked_compiled" if compiled else "logits.chunked", tokens=tokens, vocab=vocab,
                 chunks=chunks, bytes=backward / tv, gib=backward / GIB)
     return Logits(forward, backward, (said,), kept, p * tv)
