@@ -138,6 +138,11 @@ def context(setup: Setup) -> Context:
     # (one row, or packing) SDPA runs causal and grouped-query attention without repeat_kv.
     sdpa_padded = setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1
     grouped = d.heads > d.kv_heads
+    # torchtune's attention (torchtune/modules/attention.py) expands keys and values to every query head
+    # before the kernel (expand + flatten: a copy), and hands packed rows a block mask, never a dense one.
+    torchtune = setup.model_code == "torchtune"
+    if torchtune:
+        sdpa_padded = False
     # The first layer's input needs a gradient when the embeddings train, or when gradient checkpointing
     # made it (transformers' enable_input_require_grads); adapters and freeze tuning leave it without one.
     embeddings_train = setup.method == "full" or any(
@@ -147,7 +152,7 @@ def context(setup: Setup) -> Context:
     return Context(
         d=d, p=p, pr=pr, autocast=autocast, method=setup.method, adapter=adapter_bytes(setup),
         rank=setup.lora_rank, dropout=setup.adapters and setup.lora_dropout > 0, targets=frozenset(targets),
-        attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded),
+        attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded or torchtune),
         padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
         router_trainable=router_trainable, first_input_grad=first_input_grad, liger=setup.liger_kernels,

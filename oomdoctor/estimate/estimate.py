@@ -239,13 +239,16 @@ def estimate(setup: Setup) -> Estimate:
         if ev.generation:
             moments.append(_Moment("generation", dict(base, activations=ev.generation, logits=0.0)))
     peak = max(moments, key=lambda m: m.total)
-    allocated = peak.total
+    # paged optimizer states live in CUDA unified memory, outside torch's allocator (see ``optimizer``)
+    paged = O * opt.paged / (opt.states + opt.master) if opt.paged else 0.0
+    allocated = peak.total - (paged if peak.parts.get("optimizer") else 0.0)
     reserve_share = reserve_fraction(setup)
     reserve = allocated * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
-    per_gpu_gib = (allocated + reserve + context) / GIB
+    resident_paged = paged if peak.parts.get("optimizer") else 0.0
+    per_gpu_gib = (allocated + reserve + context + resident_paged) / GIB
     host = _host(stated, g.host + host_offloaded, w.total, ev.host if ev else 0.0)
 
     derivation = list(tr.lines) + list(w.lines) + list(opt.lines) + list(g.lines) + list(acts.lines) + list(lg.lines)
@@ -260,6 +263,8 @@ def estimate(setup: Setup) -> Estimate:
         line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
     derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
                            context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+    if resident_paged:
+        derivation.append(line("optimizer.paged", gib=resident_paged / GIB))
     derivation.append(host[1])
     fits = headroom = None
     if setup.gpu_memory_gib:
@@ -271,7 +276,8 @@ def estimate(setup: Setup) -> Estimate:
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
         trainable_params=tr.params * k, total_params=anatomy.total_params(whole), fits=fits,
         headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
-        moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
+        moments={m.name: (m.total - (paged if m.parts.get("optimizer") else 0.0)) / GIB for m in moments},
+        weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
         eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,

@@ -26,6 +26,7 @@ OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
 LOSSES = ("full", "chunked", "fused_linear", "cce")
 FP8 = ("none", "torchao", "te")
 VLLM = ("none", "colocate", "server")
+MODEL_CODES = ("transformers", "torchtune")
 QUANTIZED = ("int8", "nf4", "fp4")
 ALL_LINEAR = "all-linear"
 
@@ -94,12 +95,14 @@ class Setup:
     vllm_sleep: bool = False            # vllm_enable_sleep_mode
     rl_reference: bool | None = None    # a reference model is loaded (GRPO: beta > 0); None: the objective's default
     num_nodes: int = 1                  # machines the GPUs are spread over (host RAM is per machine)
+    model_code: str = "transformers"    # whose decoder code runs: transformers | torchtune (see ``activations``)
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
                               ("optimizer", OPTIMIZERS), ("attention", ATTENTIONS), ("strategy", STRATEGIES),
                               ("offload_optimizer", OFFLOADS), ("offload_param", OFFLOADS),
-                              ("objective", OBJECTIVES), ("loss", LOSSES), ("fp8", FP8), ("vllm", VLLM)):
+                              ("objective", OBJECTIVES), ("loss", LOSSES), ("fp8", FP8), ("vllm", VLLM),
+                              ("model_code", MODEL_CODES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
         for name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
