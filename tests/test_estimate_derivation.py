@@ -47,6 +47,7 @@ SETUPS = {
     "chunked loss compiled": dict(method="lora", loss="chunked", compiled=True),
     "liger": dict(method="full", loss="fused_linear", liger_kernels=True),
     "cut cross-entropy": dict(method="lora", loss="cce"),
+    "paged 8-bit states": dict(method="full", optimizer="paged_adamw_8bit"),
     "offload, optimizer in backward": dict(method="full", grad_checkpointing=True, activation_offload=True,
                                            optimizer_in_backward=True),
     "tensor and context parallel": dict(method="lora", num_gpus=4, strategy="fsdp", tensor_parallel=2,
