@@ -30,11 +30,8 @@ INPUTS = {
     "max_new_tokens": "gen.max_new_tokens", "num_beams": "eval.num_beams",
     "loss": "train.loss", "liger_kernels": "train.liger_kernels", "torch_compile": "train.torch_compile",
     "activation_offload": "train.activation_offload", "optimizer_in_backward": "train.optimizer_in_backward",
-    "fp8": "train.fp8", "context_parallel": "dist.context_parallel", "tensor_parallel": "dist.tensor_parallel",
+    "context_parallel": "dist.context_parallel", "tensor_parallel": "dist.tensor_parallel",
     "num_nodes": "dist.num_nodes", "gpus_per_node": "dist.gpus_per_node",
-    "num_generations": "rl.num_generations", "max_prompt_length": "rl.prompt_len", "vllm": "rl.vllm",
-    "vllm_gpu_memory_utilization": "rl.vllm_memory_share", "vllm_sleep": "rl.vllm_sleep",
-    "reference_model": "rl.reference",
 }
 
 

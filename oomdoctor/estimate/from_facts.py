@@ -226,7 +226,7 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
 
 
 def _settle_parallelism(resolved: dict[str, Any], notes: list[Assumption]) -> None:
-    """GPUs over several machines, and values the set-up cannot take as given (said, then set aside)."""
+    """GPUs over several machines, and parallel degrees the GPUs cannot take (said, then set aside)."""
     nodes, per_node = resolved.get("dist.num_nodes"), resolved.get("dist.gpus_per_node")
     if is_count(nodes) and is_count(per_node) and nodes > 1:
         # torchrun --nnodes N --nproc_per_node G: N × G ranks; accelerate's num_processes is already the total
@@ -234,12 +234,6 @@ def _settle_parallelism(resolved: dict[str, Any], notes: list[Assumption]) -> No
         notes.append(Assumption("dist.num_gpus", nodes * per_node, _text(
             f"{nodes} machines × {per_node} GPUs each = {nodes * per_node} GPUs",
             f"{nodes} 台机器 × 每台 {per_node} 张 GPU = {nodes * per_node} 张 GPU")))
-    share = resolved.get("rl.vllm_memory_share")
-    if share is not None and not (isinstance(share, (int, float)) and 0 < share < 1):
-        notes.append(Assumption("rl.vllm_memory_share", None, _text(
-            f"vllm_gpu_memory_utilization = {share!r} is not a fraction between 0 and 1: ignored",
-            f"vllm_gpu_memory_utilization = {share!r} 不是 0 到 1 之间的比例：已忽略")))
-        del resolved["rl.vllm_memory_share"]
     gpus = resolved.get("dist.num_gpus", 1)
     for fact in ("dist.context_parallel", "dist.tensor_parallel"):
         degree = resolved.get(fact)
@@ -254,8 +248,6 @@ def _settle_parallelism(resolved: dict[str, Any], notes: list[Assumption]) -> No
                 f"{fact} = {degree!r} does not divide the {gpus} GPU(s): ignored",
                 f"{fact} = {degree!r} 不能整除 {gpus} 张 GPU：已忽略")))
             del resolved[fact]
-    if resolved.get("rl.precompute_ref") is True and "rl.reference" not in resolved:
-        resolved["rl.reference"] = False
 
 
 # ---------------------------------------------------------------- Estimate -> facts

@@ -13,8 +13,7 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_a
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
                  "context_parallel", "tensor_parallel", "num_nodes")
-OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
-                          "rl_generations", "rl_prompt_len")
+OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -24,8 +23,6 @@ STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
 OFFLOADS = ("none", "cpu", "nvme")
 OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
 LOSSES = ("full", "chunked", "fused_linear", "cce")
-FP8 = ("none", "torchao", "te")
-VLLM = ("none", "colocate", "server")
 MODEL_CODES = ("transformers", "torchtune")
 QUANTIZED = ("int8", "nf4", "fp4")
 ALL_LINEAR = "all-linear"
@@ -78,7 +75,7 @@ class Setup:
     eval_generate: bool = False                 # predict_with_generate
     gen_new_tokens: int | None = None
     gen_beams: int = 1
-    # How the step runs (see ``logits``, ``activations``, ``offload``, ``parallel``, ``rollout``, ``fp8``).
+    # How the step runs (see ``logits``, ``activations``, ``offload``, ``parallel``).
     loss: str = "full"                  # full | chunked (torchtune) | fused_linear (Liger) | cce (Cut Cross-Entropy)
     loss_chunks: int = 8                # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
     liger_kernels: bool = False         # Liger's RMSNorm and SwiGLU kernels (use_liger_kernel=True applies them)
@@ -87,13 +84,6 @@ class Setup:
     optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is complete
     context_parallel: int = 1           # ranks a sequence is split over (ring attention, DeepSpeed Ulysses)
     tensor_parallel: int = 1            # ranks each layer's weights are split over
-    fp8: str = "none"                   # none | torchao (Float8Linear) | te (Transformer Engine)
-    rl_generations: int | None = None   # completions sampled per prompt (GRPO, RLOO)
-    rl_prompt_len: int | None = None
-    vllm: str = "none"                  # none (generate in the trainer) | colocate | server (own GPUs)
-    vllm_memory_share: float | None = None   # vllm_gpu_memory_utilization
-    vllm_sleep: bool = False            # vllm_enable_sleep_mode
-    rl_reference: bool | None = None    # a reference model is loaded (GRPO: beta > 0); None: the objective's default
     num_nodes: int = 1                  # machines the GPUs are spread over (host RAM is per machine)
     model_code: str = "transformers"    # whose decoder code runs: transformers | torchtune (see ``activations``)
 
@@ -101,8 +91,7 @@ class Setup:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
                               ("optimizer", OPTIMIZERS), ("attention", ATTENTIONS), ("strategy", STRATEGIES),
                               ("offload_optimizer", OFFLOADS), ("offload_param", OFFLOADS),
-                              ("objective", OBJECTIVES), ("loss", LOSSES), ("fp8", FP8), ("vllm", VLLM),
-                              ("model_code", MODEL_CODES)):
+                              ("objective", OBJECTIVES), ("loss", LOSSES), ("model_code", MODEL_CODES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
         for name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
@@ -115,9 +104,6 @@ class Setup:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not isinstance(self.zero_stage, int) or not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage!r}")
-        share = self.vllm_memory_share
-        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1):
-            raise ValueError(f"vllm_memory_share must be a fraction between 0 and 1, got {share!r}")
         if self.num_gpus % (self.context_parallel * self.tensor_parallel):
             raise ValueError(f"{self.num_gpus} GPUs cannot be split into context parallel {self.context_parallel} × "
                              f"tensor parallel {self.tensor_parallel}")

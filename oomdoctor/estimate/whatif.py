@@ -50,15 +50,8 @@ FIELDS: dict[str, str] = {
     "train.torch_compile": "compiled",
     "train.activation_offload": "activation_offload",
     "train.optimizer_in_backward": "optimizer_in_backward",
-    "train.fp8": "fp8",
     "dist.context_parallel": "context_parallel",
     "dist.tensor_parallel": "tensor_parallel",
-    "rl.num_generations": "rl_generations",
-    "rl.prompt_len": "rl_prompt_len",
-    "rl.vllm": "vllm",
-    "rl.vllm_memory_share": "vllm_memory_share",
-    "rl.vllm_sleep": "vllm_sleep",
-    "rl.reference": "rl_reference",
     "dist.num_nodes": "num_nodes",
 }
 OPS = ("set", "multiply", "cap")
