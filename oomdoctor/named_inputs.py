@@ -29,6 +29,10 @@ INPUTS = {
     "compute_metrics": "eval.compute_metrics", "prediction_loss_only": "eval.prediction_loss_only",
     "preprocess_logits": "eval.preprocess_logits", "predict_with_generate": "eval.predict_with_generate",
     "max_new_tokens": "gen.max_new_tokens", "num_beams": "eval.num_beams",
+    "loss": "train.loss", "liger_kernels": "train.liger_kernels", "torch_compile": "train.torch_compile",
+    "activation_offload": "train.activation_offload", "optimizer_in_backward": "train.optimizer_in_backward",
+    "context_parallel": "dist.context_parallel", "tensor_parallel": "dist.tensor_parallel",
+    "num_nodes": "dist.num_nodes", "gpus_per_node": "dist.gpus_per_node",
 }
 
 

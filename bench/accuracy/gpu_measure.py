@@ -20,10 +20,23 @@ measured.
 CPU, the tensor-level peak from ``instrument.Tracker`` in place of
 ``max_memory_allocated``, no QLoRA, and nothing written unless ``--name`` is given.
 
+``--sweep qlora-context`` runs the QLoRA long-context cases instead (issue #13):
+one row of 1k to 32k tokens (``--model llama-2-7b`` is the published sweeps'
+model), LoRA r16 on every linear layer, gradient checkpointing reentrant (the
+transformers 4.x default) and not (5.x), the NF4 base from bitsandbytes, each
+held against the estimate.  If the estimate is low and the gap grows with the
+tokens on the GPU while it is not on the CPU (``--dry-run``, bitsandbytes'
+CPU backend, 64 to 512 tokens), the missing bytes are in bitsandbytes' CUDA
+path; the JSON keeps the library versions, since bitsandbytes before 0.43.2
+held each 4-bit matmul's input (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``,
+removed in bitsandbytes#1270), outside ``save_for_backward`` and so outside
+non-reentrant checkpointing's hooks.
+
 Usage::
 
     python bench/accuracy/gpu_measure.py [--model qwen2.5-0.5b] [--name h200] [--steps 3] [--only lora]
-    python bench/accuracy/gpu_measure.py --dry-run
+    python bench/accuracy/gpu_measure.py --sweep qlora-context --model llama-2-7b --steps 2
+    python bench/accuracy/gpu_measure.py --dry-run [--sweep qlora-context]
 """
 from __future__ import annotations
 
@@ -61,11 +74,13 @@ class Run:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("all-linear",)
     eval_steps: int = 0         # > 0: an evaluation that keeps every step's logits (compute_metrics), no training
+    reentrant: bool = False     # gradient checkpointing's use_reentrant (transformers 4.x defaulted to True)
 
     @property
     def name(self) -> str:
         return (f"{self.method}/{self.load_dtype}/{self.attention}/b{self.batch}s{self.seq}"
-                + ("/gc" if self.grad_checkpointing else "") + (f"/eval{self.eval_steps}" if self.eval_steps else ""))
+                + ("/gc" if self.grad_checkpointing else "") + ("-reentrant" if self.reentrant else "")
+                + (f"/eval{self.eval_steps}" if self.eval_steps else ""))
 
 
 def runs(dry: bool) -> list[Run]:
@@ -79,6 +94,15 @@ def runs(dry: bool) -> list[Run]:
     out.append(Run("lora", "bf16", 1, 4 * s, True))               # a long single row
     out.append(Run("lora", "bf16", b, s, False, eval_steps=4))    # Trainer.evaluate with compute_metrics
     return out
+
+
+def qlora_context_runs(dry: bool) -> list[Run]:
+    """QLoRA at growing context lengths, one row, checkpointing reentrant and not (see the module docstring)."""
+    lengths = (64, 128, 256, 512) if dry else (1024, 2048, 4096, 8192, 16384, 32768)
+    return [Run("qlora", "nf4", 1, n, True, reentrant=reentrant) for n in lengths for reentrant in (False, True)]
+
+
+SWEEPS = {"qlora-context": qlora_context_runs}
 
 
 def setup_for(shape: ModelShape, run: Run) -> Setup:
@@ -139,7 +163,7 @@ def build(shape: ModelShape, run: Run, device: str, tmp: Path):
                                                            lora_dropout=0.05, target_modules=targets,
                                                            task_type="CAUSAL_LM"))
     if run.grad_checkpointing:
-        model.gradient_checkpointing_enable()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": run.reentrant})
     model.train()
     return model, config.vocab_size
 
@@ -247,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--only", help="runs whose name contains this")
     ap.add_argument("--dry-run", action="store_true", help="CPU only, two layers, no CUDA")
+    ap.add_argument("--sweep", choices=sorted(SWEEPS), help="run a sweep instead of the standard runs")
     args = ap.parse_args(argv)
 
     import torch
@@ -259,8 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     shape = get_model(args.model)
     if dry:
         shape = replace(shape, layers=2, max_position=4096)
-    has_bnb = not dry and _has("bitsandbytes")
-    plan = [r for r in runs(dry) if (r.method != "qlora" or has_bnb)]
+    # bitsandbytes' CPU backend (0.49 and later) runs NF4 on the CPU too
+    has_bnb = _has("bitsandbytes") and (not dry or _bnb_on_cpu())
+    plan = [r for r in (SWEEPS[args.sweep](dry) if args.sweep else runs(dry)) if (r.method != "qlora" or has_bnb)]
+    if args.sweep and not plan:
+        print("this sweep needs bitsandbytes (on CPU: 0.49 or later)", file=sys.stderr)
+        return 2
     if args.only:
         plan = [r for r in plan if args.only in r.name]
     gpu = "cpu (dry run)" if dry else torch.cuda.get_device_name(0)
@@ -286,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         print("dry run: nothing written (give --name to write)")
         return 0
     name = args.name or gpu.replace("NVIDIA ", "").replace(" ", "_").lower()
+    if args.sweep and not args.name:
+        name += "_" + args.sweep
     out = HERE / "data" / f"gpu_{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"about": "bench/accuracy/gpu_measure.py", "date": _dt.date.today().isoformat(),
@@ -293,6 +324,15 @@ def main(argv: list[str] | None = None) -> int:
                                "steps": args.steps, "runs": results}, indent=1, default=str) + "\n")
     print(f"wrote {out.relative_to(HERE.parents[1])}")
     return 0
+
+
+def _bnb_on_cpu() -> bool:
+    try:
+        import bitsandbytes
+        major, minor = (int(x) for x in bitsandbytes.__version__.split(".")[:2])
+        return (major, minor) >= (0, 49)
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _has(module: str) -> bool:

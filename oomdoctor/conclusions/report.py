@@ -7,7 +7,7 @@ from ..knowledge import KnowledgeBase, Question
 from ..templating import fill, show
 from . import diagnosis as diagnosis_mod
 from . import prescription
-from .sizing import estimate_from, limits
+from .sizing import estimate_from, limits, say_derivation
 
 if TYPE_CHECKING:
     from .evaluation import Evaluation
@@ -37,7 +37,7 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
         "failed_moment": {"name": moment, "gib": _round(estimation.result.at(moment))} if moment else None,
         "total_params": raw.get("total_params"),
         "trainable_params": raw.get("trainable_params"),
-        "derivation": raw.get("derivation", []),
+        "derivation": [],       # worded in the reader's language by say_estimate
     }
     out.update(limits(estimation))
     return out
@@ -55,6 +55,7 @@ def say_estimate(est: dict[str, Any], estimation, kb: KnowledgeBase, lang: str) 
     logits with no eval set size)."""
     if est.get("peak_moment"):
         est["peak_label"] = kb.text("moment." + est["peak_moment"].replace(" ", "_"), lang)
+    est["derivation"] = say_derivation(estimation.result, kb, lang)
     out = []
     if estimation.setup.objective in ("ppo", "grpo"):
         out.append(kb.text("report.rollout_not_counted", lang))

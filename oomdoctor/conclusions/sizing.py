@@ -83,3 +83,21 @@ def limits(estimation: Estimation) -> dict[str, Any]:
         found = estimator.min_gpus(setup) if estimation.result.fits is False else None
         out["min_gpus"] = found[0] if found else None
     return out
+
+
+def say_derivation(result: Any, kb: KnowledgeBase, lang: str) -> list[str]:
+    """The estimate's derivation worded in ``lang`` (``derive.*`` texts, and the part and moment names)."""
+    return [_say(line, kb, lang) for line in result.derivation]
+
+
+def _say(line: Any, kb: KnowledgeBase, lang: str) -> str:
+    values = {name: _worded(value, kb, lang) for name, value in line.params.items()}
+    return kb.text(line.key, lang, **values)
+
+
+def _worded(value: Any, kb: KnowledgeBase, lang: str) -> Any:
+    if isinstance(value, estimator.Line):
+        return _say(value, kb, lang)
+    if isinstance(value, (list, tuple)):
+        return kb.text("derive.join", lang).join(str(_worded(v, kb, lang)) for v in value)
+    return value

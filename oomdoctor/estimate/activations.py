@@ -73,6 +73,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import anatomy
+from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
@@ -101,6 +102,8 @@ class Context:
     weights_fp32: bool
     router_trainable: bool
     first_input_grad: bool = True   # the first trained layer's input needs a gradient
+    liger: bool = False             # Liger's RMSNorm and SwiGLU kernels replace transformers' modules
+    fused_head: bool = False        # a fused loss (Liger, Cut Cross-Entropy) calls lm_head itself (see ``logits``)
 
     @property
     def full_layers(self) -> bool:
@@ -135,6 +138,11 @@ def context(setup: Setup) -> Context:
     # (one row, or packing) SDPA runs causal and grouped-query attention without repeat_kv.
     sdpa_padded = setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1
     grouped = d.heads > d.kv_heads
+    # torchtune's attention (torchtune/modules/attention.py) expands keys and values to every query head
+    # before the kernel (expand + flatten: a copy), and hands packed rows a block mask, never a dense one.
+    torchtune = setup.model_code == "torchtune"
+    if torchtune:
+        sdpa_padded = False
     # The first layer's input needs a gradient when the embeddings train, or when gradient checkpointing
     # made it (transformers' enable_input_require_grads); adapters and freeze tuning leave it without one.
     embeddings_train = setup.method == "full" or any(
@@ -144,10 +152,11 @@ def context(setup: Setup) -> Context:
     return Context(
         d=d, p=p, pr=pr, autocast=autocast, method=setup.method, adapter=adapter_bytes(setup),
         rank=setup.lora_rank, dropout=setup.adapters and setup.lora_dropout > 0, targets=frozenset(targets),
-        attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded),
+        attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded or torchtune),
         padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
-        router_trainable=router_trainable, first_input_grad=first_input_grad,
+        router_trainable=router_trainable, first_input_grad=first_input_grad, liger=setup.liger_kernels,
+        fused_head=setup.loss in ("fused_linear", "cce"),
     )
 
 
@@ -185,6 +194,10 @@ def input_saves(ctx: Context, group: str, tensor: str, width: int, x_bytes: int,
 
 
 def _norm(ctx: Context, label: str, width: int) -> list[Item]:
+    if ctx.liger:
+        # LigerRMSNormFunction saves its input as it is and the fp32 rstd per row (liger_kernel/ops/rms_norm.py,
+        # save_for_backward(X, W, RSTD)); the weight's gradient is computed from them.
+        return [("norms", f"{label}: input, saved by Liger's kernel", ctx.pr * width), ("norms", f"{label}: rstd", 4)]
     items = [("norms", f"{label}: input upcast to fp32", 4 * width), ("norms", f"{label}: rsqrt", 4)]
     if ctx.full_layers:
         kept = 4 if ctx.d.gemma_norm else ctx.pr
@@ -274,7 +287,11 @@ def attention_per_position(ctx: Context) -> float:
 
 def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
     p = ctx.p
-    items = [("MLP", f"{label}: gate, up and SiLU outputs", 3 * p * width)]
+    if ctx.liger and not expert:
+        # LigerSiLUMulFunction saves the gate and up outputs and recomputes SiLU in backward (ops/swiglu.py).
+        items = [("MLP", f"{label}: gate and up outputs (Liger SwiGLU)", 2 * p * width)]
+    else:
+        items = [("MLP", f"{label}: gate, up and SiLU outputs", 3 * p * width)]
     items += input_saves(ctx, "MLP", f"{label} product", width, p, _consumers(ctx, anatomy.MLP_OUT, expert))
     return items
 
@@ -322,7 +339,7 @@ def model_items(ctx: Context, seq_len: int, rows: int = 1, checkpointing: bool =
     """
     d = ctx.d
     items = _norm(ctx, "final norm", d.hidden)
-    lm_head_trains = ctx.method == "full"
+    lm_head_trains = ctx.method == "full" and not ctx.fused_head
     if lm_head_trains:
         items += input_saves(ctx, "head", "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
     # cos and sin are computed per position (position_ids of shape 1 × s) in the residual stream's dtype.
@@ -346,7 +363,10 @@ class Activations:
     backward_working: float      # gradients flowing through one layer during backward
     weight_copies: float         # autocast's half copies of fp32 weights, held for backward
     per_layer: float             # bytes per token per layer (dense layers, sequence-independent part)
-    lines: tuple[str, ...] = field(default_factory=tuple)
+    lines: tuple[Line, ...] = field(default_factory=tuple)
+    in_layers: float = 0.0       # the part of ``kept`` held by the trained layers (what offloading moves)
+    one_layer: float = 0.0       # what one layer holds: its input under checkpointing, else its saved set
+    outside_saved: float = 0.0   # saved outside the layers, less the batch's ids and lm_head's input
 
 
 def _sum(items: list[Item]) -> float:
@@ -389,21 +409,19 @@ def activations(setup: Setup, rows: int) -> Activations:
                          for b in ctx.blocks)
         tail = ctx.p * (d.hidden if down_saves else mlp_width)
         recompute = T * (one_layer - (4 * d.hidden if ctx.pr == 4 else 0) + tail)
-        lines.append(f"activations: gradient checkpointing keeps each layer's input, {ctx.trained_layers} layers × "
-                     f"{T:,} tokens × {ctx.pr * d.hidden:,} B, plus one layer recomputed in backward: "
-                     f"{T:,} × {one_layer:,.0f} B ({summary})")
+        lines.append(line("activations.checkpointed", layers=ctx.trained_layers, tokens=T,
+                          input=ctx.pr * d.hidden, layer=one_layer, summary=summary))
     else:
         first = first_layer_unsaved(ctx, s)
         kept = T * (layers_b - first + model_b)
         recompute = 0.0
-        lines.append(f"activations: {ctx.trained_layers} layers × {T:,} tokens × {one_layer:,.0f} B per token "
-                     f"({summary}) + {model_b:,.0f} B/token outside the layers"
-                     + (f" - {first:,.0f} B/token the first layer does not keep (its input needs no gradient)"
-                        if first else ""))
+        lines.append(line("activations.kept", layers=ctx.trained_layers, tokens=T, layer=one_layer,
+                          summary=summary, outside=model_b,
+                          first=line("activations.first_layer", bytes=first) if first else ""))
     if per_pos:
-        lines.append(f"activations: eager attention keeps the s² probabilities (fp32 softmax output"
-                     f"{', its half copy' if ctx.p < 4 else ''}{', the soft-cap tanh' if d.attn_softcap else ''}), "
-                     f"{per_pos / s:,.0f} B × {s} = {per_pos:,.0f} B per token per layer")
+        probs = [line("activations.softmax_fp32")] + ([line("activations.softmax_half")] if ctx.p < 4 else []) + (
+            [line("activations.softcap_tanh")] if d.attn_softcap else [])
+        lines.append(line("activations.eager_squared", kept=probs, per=per_pos / s, s=s, bytes=per_pos))
     # Eager: the scores in the compute dtype are still referenced while softmax writes its output (and, with
     # soft-capping, the capped scores beside tanh's output).
     transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
@@ -420,16 +438,14 @@ def activations(setup: Setup, rows: int) -> Activations:
         working += dequant
         if setup.load_dtype != "int8":
             transient = max(transient, dequant)
-        lines.append(f"activations: bitsandbytes' dequantised weight during a matmul, the widest "
-                     f"{widest:,} × {per_element} B = {dequant / GIB:.2f} GiB")
+        lines.append(line("activations.dequantised", widest=widest, bytes=per_element, gib=dequant / GIB))
     copies = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:
         linear_w = sum(b.weights for b in ctx.blocks)
         held = linear_w * share
         copies = ctx.p * (held + d.vocab * d.hidden)
-        lines.append(f"weights: autocast's half copies of the fp32 weights, saved for backward: "
-                     f"{ctx.p} B × {held + d.vocab * d.hidden:,.0f}")
+        lines.append(line("activations.weight_copies", bytes=ctx.p, count=held + d.vocab * d.hidden))
     first_in = [b for b in ctx.blocks if b.role == anatomy.ATTN_IN] if not (
         ctx.first_input_grad or setup.grad_checkpointing) else []
     if copies and first_in:
@@ -441,13 +457,24 @@ def activations(setup: Setup, rows: int) -> Activations:
         # ... nor lora_A's copy there (only its input's gradient would need it)
         adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
         copies += ctx.p * adapter_w
-        lines.append(f"weights: autocast's half copies of the fp32 LoRA adapters, saved for backward: "
-                     f"{ctx.p} B × {adapter_w:,.0f}")
-    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines))
+        lines.append(line("activations.adapter_copies", bytes=ctx.p, count=adapter_w))
+    if setup.grad_checkpointing:
+        in_layers, single = T * ctx.trained_layers * ctx.pr * d.hidden, T * ctx.pr * d.hidden
+    else:
+        in_layers, single = T * (layers_b - first_layer_unsaved(ctx, s)), T * one_layer
+    head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
+    outside = T * max(model_b - 32 - head_in, 0.0)
+    return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
+                       outside)
 
 
-def _summary(items: list[Item], ctx: Context) -> str:
+# The groups of a layer's saved tensors, as the derivation names them.
+GROUP_KEYS = {"norms": "norms", "attention": "attention", "MLP": "mlp", "LoRA": "lora"}
+
+
+def _summary(items: list[Item], ctx: Context) -> list[Line]:
     groups: dict[str, float] = {}
     for group, _, b in items:
         groups[group] = groups.get(group, 0.0) + b
-    return ", ".join(f"{k} {v:,.0f}" for k, v in groups.items())
+    return [line("activations.group", group=line("activations.group_" + GROUP_KEYS.get(k, k.lower())), bytes=v)
+            for k, v in groups.items()]

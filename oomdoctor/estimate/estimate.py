@@ -24,12 +24,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import anatomy
+from . import anatomy, parallel
 from .activations import activations, compute_dtypes
+from .derivation import Line, line, text
 from .dtypes import GIB, count
 from .evaluation import evaluates, evaluation
 from .logits import logits
 from .objectives import objective
+from .offload import offloaded
 from .optimizer import has_master, optimizer_states
 from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
 from .setup import Setup
@@ -55,7 +57,7 @@ class Estimate:
     fits: bool | None
     headroom_gib: float | None
     limiter: str
-    derivation: list[str]
+    derivation: list[Line]     # keyed lines, worded in the reader's language where the estimate is rendered
     assumptions: list["Assumed"]
     moments: dict[str, float] = field(default_factory=dict)
     weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
@@ -104,6 +106,14 @@ class _Moment:
 
 def estimate(setup: Setup) -> Estimate:
     setup = _normalise(setup)
+    stated = setup
+    whole = setup.model
+    extra_lines: list[Line] = []
+    if setup.tensor_parallel > 1:
+        # one tensor-parallel rank: its share of each layer, data-parallel sharding over the other ranks
+        extra_lines.append(line("parallel.tensor", tp=setup.tensor_parallel))
+        setup = setup.replace(model=parallel.sharded(whole, setup.tensor_parallel),
+                              num_gpus=setup.num_gpus // setup.tensor_parallel, tensor_parallel=1)
     shape = setup.model
     d = anatomy.dims(shape)
     obj = objective(setup)
@@ -111,9 +121,19 @@ def estimate(setup: Setup) -> Estimate:
     w = weights(setup, tr)
     opt = optimizer_states(setup, tr)
     p, pr, _ = compute_dtypes(setup)
-    acts = activations(setup, obj.rows)
-    tokens = obj.rows * setup.seq_len
-    lg = logits(tokens, d.vocab, p, obj.lm_head, d.logit_softcap)
+    step = setup
+    if setup.context_parallel > 1:
+        step = setup.replace(seq_len=parallel.local_seq_len(setup.seq_len, setup.context_parallel))
+        extra_lines.append(line("parallel.context", cp=setup.context_parallel, seq=setup.seq_len,
+                                local=step.seq_len))
+    acts = activations(step, obj.rows)
+    tokens = obj.rows * step.seq_len
+    grads_sharded = setup.strategy == "fsdp" or (setup.strategy == "deepspeed" and setup.zero_stage >= 2)
+    grad_share = 1 / (setup.num_gpus if grads_sharded else 1)
+    fused_head = setup.loss in ("fused_linear", "cce")
+    head_grad = d.vocab * d.hidden * tr.groups[0].dtype_bytes * grad_share if setup.method == "full" else 0.0
+    lg = logits(tokens, d.vocab, p, obj.lm_head, d.logit_softcap, setup.loss, d.hidden, setup.loss_chunks,
+                setup.compiled, head_grad if fused_head else 0.0)
     k = obj.trained_models          # PPO trains a value model beside the policy
     base_copy = w.frozen if setup.adapters else w.total
     states = ModelStates(
@@ -125,15 +145,12 @@ def estimate(setup: Setup) -> Estimate:
     g = per_gpu(setup, states)
 
     split = setup.num_gpus if setup.strategy == "model_parallel" else 1
-    grads_sharded = setup.strategy == "fsdp" or (setup.strategy == "deepspeed" and setup.zero_stage >= 2)
     # lm_head's weight gradient is the first one backward allocates, beside the logits' gradient.
-    lm_grad = tied_sum = 0.0
+    tied_sum = 0.0
     head_grads, head_logits = 0.0, lg.grad
     if setup.method == "full":
-        grad_share = 1 / (setup.num_gpus if grads_sharded else 1)
         vh = d.vocab * d.hidden * grad_share
-        lm_grad = vh * tr.groups[0].dtype_bytes
-        head_grads = lm_grad
+        head_grads = head_grad
         if acts.weight_copies and tr.groups[0].dtype_bytes == 4 and p == 2:
             # autocast's half copy of the fp32 weight gets the gradient (beside the logits' gradient), which
             # is then cast up to fp32 (beside the half one, the logits' gradient gone)
@@ -145,6 +162,8 @@ def estimate(setup: Setup) -> Estimate:
             # tied embeddings: lm_head's share waits in autograd's input buffer for the embedding's share,
             # and the two are summed into a third tensor at the end of backward
             tied_sum = 2 * d.vocab * d.hidden * tr.groups[0].dtype_bytes * grad_share
+    if fused_head:
+        head_grads = 0.0        # computed by the fused loss in the forward pass, counted in its kept bytes
     acc_grads = g.grads if setup.grad_accum > 1 else 0.0
     kept = acts.kept * k / split
     copies = acts.weight_copies / split
@@ -152,12 +171,34 @@ def estimate(setup: Setup) -> Estimate:
     O = g.optimizer / split
     G = g.grads / split
     B = g.grad_buffers / split
+    step_extra = g.step_extra / split
+    if setup.optimizer_in_backward:
+        # each parameter is stepped, and its gradient freed, as soon as backward has completed it: one
+        # gradient and one parameter's step temporaries at a time, beside whatever backward holds then
+        one = max(grp.largest * grp.dtype_bytes for grp in tr.groups) * grad_share * k / split
+        if setup.optimizer == "adamw":      # foreach over one tensor: one state-sized temporary
+            one_step = max(grp.largest * (4 if has_master(setup) else grp.dtype_bytes) for grp in tr.groups)
+            one_step *= grad_share / split
+        else:
+            one_step = opt.step_workspace / split if setup.optimizer == "adafactor" else 0.0
+        G, acc_grads, step_extra = one, 0.0, one_step
+        head_grads += one_step if setup.method == "full" else 0.0
+        extra_lines.append(line("optimizer.in_backward", gib=one / GIB))
+    host_offloaded = 0.0
+    layer_back = 0.0
+    if setup.activation_offload:
+        off = offloaded(step, acts, (d.layers if setup.method != "freeze" else
+                                     min(setup.freeze_trainable_layers, d.layers)))
+        kept = max(kept - off.moved * k / split, 0.0)
+        layer_back = off.brought_back * k / split
+        host_offloaded = off.host * k / split * setup.num_gpus
+        extra_lines.append(off.line)
     live = {"weights": W + g.gathered + copies, "gradients": acc_grads / split + B, "optimizer": O}
     # The loss's own peak (12 B/token/vocab) comes before lm_head's weight gradient exists; by then only the
     # logits' gradient in the compute dtype is left beside it (see ``logits``).
     head_peak = head_grads + head_logits
     loss_peak = max(lg.backward, head_peak)
-    layer_peak = (acts.recompute + acts.backward_working) * k / split
+    layer_peak = (acts.recompute + acts.backward_working) * k / split + layer_back
     if loss_peak >= layer_peak and lg.backward >= head_peak:
         backward = dict(live, activations=kept, logits=lg.backward)
     elif loss_peak >= layer_peak:
@@ -166,6 +207,8 @@ def estimate(setup: Setup) -> Estimate:
         backward = dict(live, activations=kept + layer_peak, logits=0.0)
     # The last layer's attention transient and the loss's working set come one after the other.
     transient = acts.forward_transient * k / split
+    if setup.context_parallel > 1:
+        transient += parallel.exchange_bytes(tokens, d.kv_dim, p) * k / split
     if transient > lg.forward:
         forward = dict(live, activations=kept + transient, logits=0.0)
     else:
@@ -177,7 +220,7 @@ def estimate(setup: Setup) -> Estimate:
             "weights": W + g.gathered, "gradients": G + B + tied_sum / split, "optimizer": O, "activations": 0.0,
             "logits": 0.0}),
         _Moment("optimizer step", {
-            "weights": W, "gradients": G + B, "optimizer": O + g.step_extra / split, "activations": 0.0,
+            "weights": W, "gradients": G + B, "optimizer": O + step_extra, "activations": 0.0,
             "logits": 0.0}),
     ]
     ev = evaluation(setup, p) if evaluates(setup) else None
@@ -196,29 +239,33 @@ def estimate(setup: Setup) -> Estimate:
         if ev.generation:
             moments.append(_Moment("generation", dict(base, activations=ev.generation, logits=0.0)))
     peak = max(moments, key=lambda m: m.total)
-    allocated = peak.total
+    # paged optimizer states live in CUDA unified memory, outside torch's allocator (see ``optimizer``)
+    paged = O * opt.paged / (opt.states + opt.master) if opt.paged else 0.0
+    allocated = peak.total - (paged if peak.parts.get("optimizer") else 0.0)
     reserve_share = reserve_fraction(setup)
     reserve = allocated * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
-    per_gpu_gib = (allocated + reserve + context) / GIB
-    host = _host(setup, g.host, w.total, ev.host if ev else 0.0)
+    resident_paged = paged if peak.parts.get("optimizer") else 0.0
+    per_gpu_gib = (allocated + reserve + context + resident_paged) / GIB
+    host = _host(stated, g.host + host_offloaded, w.total, ev.host if ev else 0.0)
 
     derivation = list(tr.lines) + list(w.lines) + list(opt.lines) + list(g.lines) + list(acts.lines) + list(lg.lines)
-    derivation += list(obj.lines) + (list(ev.lines) if ev else [])
+    derivation += list(obj.lines) + (list(ev.lines) if ev else []) + extra_lines
     if setup.method == "full" and tr.params:
         per_param = (w.trained + tr.bytes + opt.states + opt.master) / tr.params
-        derivation.append(f"model states: {per_param:.3g} B per trained parameter (weights + gradients + "
-                          f"optimizer) × {count(tr.params)} = {per_param * tr.params / GIB:.2f} GiB before sharding")
+        derivation.append(line("estimate.model_states", per=per_param, count=count(tr.params),
+                               gib=per_param * tr.params / GIB))
     if split > 1:
-        derivation.append(f"model parallel (device_map) over {split} GPUs: weights, states and activations split "
-                          f"by layer; the logits stay on the last GPU")
-    derivation.append("peak at " + peak.name + ": " + ", ".join(
-        f"{c} {v:.2f}" for c, v in breakdown.items() if c != "overhead" and v) + " GiB")
-    derivation.append(f"overhead: allocator reserve {reserve_share:.0%} of {allocated / GIB:.2f} GiB + CUDA "
-                      f"context {CUDA_CONTEXT_GIB} GiB = {breakdown['overhead']:.2f} GiB")
-    derivation.append(f"host RAM: {host[1]}")
+        derivation.append(line("estimate.model_parallel", n=split))
+    derivation.append(line("estimate.peak", moment=text("moment." + peak.name.replace(" ", "_")), parts=[
+        line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
+    derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
+                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+    if resident_paged:
+        derivation.append(line("optimizer.paged", gib=resident_paged / GIB))
+    derivation.append(host[1])
     fits = headroom = None
     if setup.gpu_memory_gib:
         headroom = setup.gpu_memory_gib - per_gpu_gib
@@ -227,9 +274,10 @@ def estimate(setup: Setup) -> Estimate:
     return Estimate(
         per_gpu_gib=per_gpu_gib, allocated_gib=allocated / GIB, reserved_gib=(allocated + reserve) / GIB,
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
-        trainable_params=tr.params * k, total_params=anatomy.total_params(shape), fits=fits,
+        trainable_params=tr.params * k, total_params=anatomy.total_params(whole), fits=fits,
         headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
-        moments={m.name: m.total / GIB for m in moments}, weights_gib=(g.weights / split) / GIB,
+        moments={m.name: (m.total - (paged if m.parts.get("optimizer") else 0.0)) / GIB for m in moments},
+        weights_gib=(g.weights / split) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
         eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,
@@ -272,7 +320,7 @@ def _normalise(setup: Setup) -> Setup:
     return setup.replace(**changes) if changes else setup
 
 
-def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: float = 0.0) -> tuple[float, str]:
+def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: float = 0.0) -> tuple[float, Line]:
     """Host RAM: the larger of loading and training, over all ranks on the machine.
 
     Without a ``device_map`` (the Trainer's usual path) ``from_pretrained``
@@ -281,20 +329,22 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: flo
     (or partition them) as they load.  Evaluation's kept predictions come on
     top of the training-time figure.
     """
-    ranks = setup.num_gpus
+    nodes = min(setup.num_nodes, setup.num_gpus)
+    ranks = -(-setup.num_gpus // nodes)         # ranks on one machine; host RAM is counted per machine
+    offloaded, predictions = offloaded / nodes, predictions / nodes
     base = ranks * HOST_PROCESS_GIB * GIB
     direct = setup.quantized or setup.strategy == "model_parallel" or (
         setup.strategy == "deepspeed" and setup.zero_stage == 3)
     loading = base + (0.0 if direct else ranks * weights_bytes)
     training = base + offloaded + predictions
     if loading > training:
-        text = (f"loading peak, {ranks} process(es) × ({HOST_PROCESS_GIB} GiB + the model's "
-                f"{weights_bytes / GIB:.2f} GiB materialised in CPU RAM) = {loading / GIB:.2f} GiB")
+        said = line("estimate.host_loading", ranks=ranks, process=HOST_PROCESS_GIB, model=weights_bytes / GIB,
+                    gib=loading / GIB)
     else:
-        text = (f"{ranks} process(es) × {HOST_PROCESS_GIB} GiB + offloaded states {offloaded / GIB:.2f} GiB "
-                f"(pinned)" + (f" + evaluation predictions {predictions / GIB:.2f} GiB" if predictions else "")
-                + f" = {training / GIB:.2f} GiB")
-    return max(loading, training), text
+        said = line("estimate.host_training", ranks=ranks, process=HOST_PROCESS_GIB, offloaded=offloaded / GIB,
+                    predictions=line("estimate.host_predictions", gib=predictions / GIB) if predictions else "",
+                    gib=training / GIB)
+    return max(loading, training), said
 
 
 def assumptions(setup: Setup, tr) -> list[Assumed]:
@@ -302,8 +352,9 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
     language (``knowledge/texts.yaml``, keys ``assume.*``)."""
     out = [Assumed("cuda_context", {"gib": CUDA_CONTEXT_GIB}),
            Assumed("reserve", {"share": f"{reserve_fraction(setup):.0%}"}),
-           Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len}),
-           Assumed("full_vocab_loss")]
+           Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len})]
+    if setup.loss == "full":
+        out.append(Assumed("full_vocab_loss"))
     if setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1:
         out.append(Assumed("sdpa_repeat_kv"))
     if setup.adapters:

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import anatomy
+from .derivation import Line, line
 from .dtypes import GIB
 from .setup import Setup
 
@@ -51,7 +52,7 @@ class Evaluation:
     steps_held: int | None      # evaluation steps held on the GPU at once; None: unknown (no eval set size)
     host: float                 # host RAM for the kept predictions, all ranks together
     generation: float           # KV cache, its growth and the decoding step's logits
-    lines: tuple[str, ...] = field(default_factory=tuple)
+    lines: tuple[Line, ...] = field(default_factory=tuple)
 
 
 def keeps_logits(setup: Setup) -> bool:
@@ -72,7 +73,7 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
     d = anatomy.dims(setup.model)
     batch = setup.eval_batch_size or TRAINER_EVAL_BATCH
     s = setup.seq_len
-    lines: list[str] = []
+    lines: list[Line] = []
     kept_before = kept_peak = step_bytes = host = 0.0
     held: int | None = None
     if keeps_logits(setup):
@@ -93,22 +94,23 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
         own = batch * s * d.vocab * p if (ranks > 1 or setup.eval_preprocess_logits) else 0.0
         kept_before = max(kept - step_bytes, 0.0)
         kept_peak = 2 * kept + own
-        what = "token ids" if ids else f"{d.vocab:,} vocab × {p} B"
-        lines.append(
-            f"evaluation: compute_metrics keeps every step's predictions ({what}) and labels on the GPU, "
-            f"{step_bytes / GIB:.2f} GiB per step ({ranks} rank(s) × {batch} rows × {s:,} tokens)"
-            + (f"; {held} step(s) held (eval_accumulation_steps)" if setup.eval_accumulation_steps else
-               f"; the whole {setup.eval_samples:,}-sample evaluation held" if setup.eval_samples else "")
-            + f"; torch.cat's copy doubles them at the concatenation: {kept_peak / GIB:.2f} GiB")
+        what = line("evaluation.token_ids") if ids else line("evaluation.vocab_rows", vocab=d.vocab, bytes=p)
+        if setup.eval_accumulation_steps:
+            held_what = line("evaluation.held_steps", steps=held)
+        elif setup.eval_samples:
+            held_what = line("evaluation.held_all", samples=setup.eval_samples)
+        else:
+            held_what = ""
+        lines.append(line("evaluation.kept", what=what, gib=step_bytes / GIB, ranks=ranks, batch=batch, tokens=s,
+                          held=held_what, peak=kept_peak / GIB))
         if setup.eval_samples:
             host_per_token = (ARGMAX_BYTES if ids else d.vocab * HOST_FLOAT) + ARGMAX_BYTES
             host_once = setup.eval_samples * s * host_per_token
             # Every rank receives all ranks' predictions; concatenating on the host, old and new are alive together.
             host = ranks * host_once * (2 if setup.eval_accumulation_steps else 1)
-            lines.append(f"evaluation: predictions moved to host RAM as numpy arrays (float32 or int64), "
-                         f"{setup.eval_samples:,} samples × {s:,} tokens on each of {ranks} rank(s)"
-                         + (" (×2 while concatenating)" if setup.eval_accumulation_steps else "")
-                         + f" = {host / GIB:.2f} GiB")
+            lines.append(line("evaluation.host", samples=setup.eval_samples, tokens=s, ranks=ranks,
+                              doubled=line("evaluation.host_doubled") if setup.eval_accumulation_steps else "",
+                              gib=host / GIB))
     generation = 0.0
     if setup.eval_generate:
         new_tokens = setup.gen_new_tokens or 0
@@ -119,7 +121,6 @@ def evaluation(setup: Setup, p: int) -> Evaluation:
         growth = rows * length * per_token_layer          # one layer's old and new tensors during torch.cat
         step_logits = rows * d.vocab * 4 * 2
         generation = cache + growth + step_logits
-        lines.append(f"generation: KV cache {rows} row(s) ({batch} × {setup.gen_beams} beam(s)) × {length:,} tokens "
-                     f"× {d.layers} layers × {per_token_layer:,} B = {cache / GIB:.2f} GiB, plus one layer's "
-                     f"copy while it grows and the step's fp32 logits")
+        lines.append(line("evaluation.generation", rows=rows, batch=batch, beams=setup.gen_beams, tokens=length,
+                          layers=d.layers, bytes=per_token_layer, gib=cache / GIB))
     return Evaluation(batch, kept_before, kept_peak, step_bytes, held, host, generation, tuple(lines))

@@ -175,6 +175,7 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
             f"QLoRA quantises the base to NF4; the {resolved['model.load_dtype']} named is its compute dtype",
             f"QLoRA 将基座量化为 NF4；所给的 {resolved['model.load_dtype']} 是其计算精度")))
         resolved["model.load_dtype"] = "nf4"
+    _settle_parallelism(resolved, notes)
     defaults = load_defaults()
     # The method decides the load dtype's default and the load dtype the method's: settle the stated one first.
     order = ORDER if "model.load_dtype" in resolved else ("train.method",) + ORDER
@@ -222,6 +223,31 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
     if kwargs.get("strategy") == "single" and kwargs.get("num_gpus", 1) > 1:
         kwargs["strategy"] = "ddp"
     return Setup(**kwargs), notes
+
+
+def _settle_parallelism(resolved: dict[str, Any], notes: list[Assumption]) -> None:
+    """GPUs over several machines, and parallel degrees the GPUs cannot take (said, then set aside)."""
+    nodes, per_node = resolved.get("dist.num_nodes"), resolved.get("dist.gpus_per_node")
+    if is_count(nodes) and is_count(per_node) and nodes > 1:
+        # torchrun --nnodes N --nproc_per_node G: N × G ranks; accelerate's num_processes is already the total
+        resolved["dist.num_gpus"] = nodes * per_node
+        notes.append(Assumption("dist.num_gpus", nodes * per_node, _text(
+            f"{nodes} machines × {per_node} GPUs each = {nodes * per_node} GPUs",
+            f"{nodes} 台机器 × 每台 {per_node} 张 GPU = {nodes * per_node} 张 GPU")))
+    gpus = resolved.get("dist.num_gpus", 1)
+    for fact in ("dist.context_parallel", "dist.tensor_parallel"):
+        degree = resolved.get(fact)
+        if degree is None:
+            continue
+        others = 1
+        for other in ("dist.context_parallel", "dist.tensor_parallel"):
+            if other != fact and is_count(resolved.get(other)):
+                others *= resolved[other]
+        if not is_count(degree) or not is_count(gpus) or gpus % (degree * others):
+            notes.append(Assumption(fact, None, _text(
+                f"{fact} = {degree!r} does not divide the {gpus} GPU(s): ignored",
+                f"{fact} = {degree!r} 不能整除 {gpus} 张 GPU：已忽略")))
+            del resolved[fact]
 
 
 # ---------------------------------------------------------------- Estimate -> facts

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .derivation import Line, line
 from .setup import Setup
 
 PAIRED = {"dpo": 2, "orpo": 2, "kto": 2, "reward": 2}
@@ -29,7 +30,7 @@ class Objective:
     frozen_copies: int       # whole frozen model copies (reference, reward model)
     trained_models: int      # models trained together (policy, and PPO's value model)
     lm_head: bool            # whether the loss runs over the vocabulary
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
 
 
 def objective(setup: Setup) -> Objective:
@@ -37,17 +38,17 @@ def objective(setup: Setup) -> Objective:
     rows = b * PAIRED.get(o, 1)
     lines = []
     if rows != b:
-        lines.append(f"{o}: chosen and rejected in one forward, {b} × 2 = {rows} rows per micro-batch")
+        lines.append(line("objective.paired", objective=o, batch=b, rows=rows))
     frozen = 0
     if o in ("dpo", "kto", "grpo", "ppo"):
         if setup.adapters:
-            lines.append(f"{o}: the reference model is the base with the adapter disabled (no copy)")
+            lines.append(line("objective.adapter_reference", objective=o))
         else:
             frozen += 1
-            lines.append(f"{o}: a frozen reference copy of the model")
+            lines.append(line("objective.reference_copy", objective=o))
     trained = 1
     if o == "ppo":
         frozen += 1
         trained = 2
-        lines.append("ppo: a frozen reward model and a trained value model, assumed the policy's size")
+        lines.append(line("objective.ppo_models"))
     return Objective(rows, frozen, trained, o != "reward", tuple(lines))

@@ -13,6 +13,11 @@ bytes, since torch creates states with ``zeros_like(param)``):
   block each, 2 + 2·4/256 = 2.03125 B; tensors under ``min_8bit_size`` = 4096
   elements keep fp32 states (8 B).  Paged states (tensors ≥ 1e5 elements) live
   in CUDA unified memory and can be evicted to host RAM under pressure.
+  bitsandbytes allocates them with ``cudaMallocManaged``
+  (``bitsandbytes/functional.py`` ``get_paged`` → ``cget_managed_ptr``;
+  ``Optimizer8bit.get_state_buffer`` pages tensors of at least 1e5 elements),
+  outside PyTorch's caching allocator: nvidia-smi sees them while they are
+  resident, ``torch.cuda.max_memory_allocated`` never does (``paged``).
 * ``paged_adamw_32bit``: two fp32 states, 8 B whatever the parameter dtype.
 * ``adafactor`` (transformers.optimization.Adafactor, ``beta1=None`` as the
   Trainer builds it): for a matrix, fp32 row and column second-moment factors,
@@ -32,12 +37,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .derivation import Line, line
 from .dtypes import GIB, count
 from .setup import Setup
 from .trainable import Tensors, Trainable
 
 BNB_BLOCK = 256
 BNB_MIN_8BIT = 4096
+BNB_PAGE_MIN = 100_000      # Optimizer8bit.get_state_buffer: smaller tensors are not paged
 
 
 def state_bytes_per_param(optimizer: str, param_bytes: int, numel: int = 1 << 30) -> float:
@@ -79,7 +86,8 @@ class OptimizerStates:
     states: float
     master: float
     step_workspace: float
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
+    paged: float = 0.0          # state bytes in CUDA unified memory (paged optimizers), part of ``states``
 
     @property
     def total(self) -> float:
@@ -92,6 +100,7 @@ def optimizer_states(setup: Setup, trainable: Trainable) -> OptimizerStates:
     states = 0.0
     workspace = 0.0
     lines = []
+    paged = 0.0
     for g in trainable.groups:
         # With a master copy the optimizer updates the fp32 copy, so its states are fp32.
         s = 4 if master else g.dtype_bytes
@@ -99,24 +108,25 @@ def optimizer_states(setup: Setup, trainable: Trainable) -> OptimizerStates:
             b = adafactor_bytes(g)
             fp32_copies = 2 if s < 4 else 0
             workspace = max(workspace, (2 + fp32_copies) * 4 * g.largest)
-            lines.append(f"optimizer: Adafactor factored second moments, 4 B × (rows + cols) per matrix "
-                         f"= {b / GIB:.3f} GiB for {g.params:,} {g.name} params")
+            lines.append(line("optimizer.adafactor", gib=b / GIB, params=g.params, group=g.name))
         else:
             b = 0.0
             for rows, cols, n in g.shapes:
                 numel = rows * (cols or 1)
                 b += numel * n * state_bytes_per_param(opt, s, numel)
+                if opt.startswith("paged") and numel >= BNB_PAGE_MIN:
+                    # the states themselves are paged; the per-block absmax stays a torch tensor
+                    paged += numel * n * (2 if opt == "paged_adamw_8bit" else 8)
             per = b / g.params if g.params else 0.0
-            lines.append(f"optimizer: {opt} states {per:.3g} B × {count(g.params)} {g.name} params = {b / GIB:.2f} GiB")
+            lines.append(line("optimizer.states", optimizer=opt, per=per, count=count(g.params), group=g.name,
+                              gib=b / GIB))
             if opt == "adamw":
                 workspace = max(workspace, g.params * s)
         states += b
     master_b = 4 * trainable.params if master else 0.0
     if master_b:
-        lines.append(f"optimizer: fp32 master weights 4 B × {count(trainable.params)} = {master_b / GIB:.2f} GiB "
-                     f"(DeepSpeed mixed precision)")
+        lines.append(line("optimizer.master", count=count(trainable.params), gib=master_b / GIB))
     if workspace:
-        why = ("foreach AdamW's sqrt(exp_avg_sq) temporary" if opt == "adamw" else
-               "Adafactor's per-tensor fp32 temporaries for the largest tensor")
-        lines.append(f"optimizer step: {why} = {workspace / GIB:.2f} GiB")
-    return OptimizerStates(states, master_b, workspace, tuple(lines))
+        why = "optimizer.foreach_sqrt" if opt == "adamw" else "optimizer.adafactor_step"
+        lines.append(line(why, gib=workspace / GIB))
+    return OptimizerStates(states, master_b, workspace, tuple(lines), paged)

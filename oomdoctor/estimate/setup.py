@@ -11,7 +11,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "adafactor",
               "sgd", "sgd_momentum", "lion", "lion_8bit")
 ATTENTIONS = ("eager", "sdpa", "flash")
-POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams")
+POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
+                 "context_parallel", "tensor_parallel", "num_nodes")
 OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
@@ -21,6 +22,8 @@ def is_count(value: Any) -> bool:
 STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
 OFFLOADS = ("none", "cpu", "nvme")
 OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
+LOSSES = ("full", "chunked", "fused_linear", "cce")
+MODEL_CODES = ("transformers", "torchtune")
 QUANTIZED = ("int8", "nf4", "fp4")
 ALL_LINEAR = "all-linear"
 
@@ -72,12 +75,23 @@ class Setup:
     eval_generate: bool = False                 # predict_with_generate
     gen_new_tokens: int | None = None
     gen_beams: int = 1
+    # How the step runs (see ``logits``, ``activations``, ``offload``, ``parallel``).
+    loss: str = "full"                  # full | chunked (torchtune) | fused_linear (Liger) | cce (Cut Cross-Entropy)
+    loss_chunks: int = 8                # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
+    liger_kernels: bool = False         # Liger's RMSNorm and SwiGLU kernels (use_liger_kernel=True applies them)
+    compiled: bool = False              # torch.compile: changes what the chunked loss keeps
+    activation_offload: bool = False    # saved activations moved to pinned host RAM (torchtune, axolotl)
+    optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is complete
+    context_parallel: int = 1           # ranks a sequence is split over (ring attention, DeepSpeed Ulysses)
+    tensor_parallel: int = 1            # ranks each layer's weights are split over
+    num_nodes: int = 1                  # machines the GPUs are spread over (host RAM is per machine)
+    model_code: str = "transformers"    # whose decoder code runs: transformers | torchtune (see ``activations``)
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
                               ("optimizer", OPTIMIZERS), ("attention", ATTENTIONS), ("strategy", STRATEGIES),
                               ("offload_optimizer", OFFLOADS), ("offload_param", OFFLOADS),
-                              ("objective", OBJECTIVES)):
+                              ("objective", OBJECTIVES), ("loss", LOSSES), ("model_code", MODEL_CODES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
         for name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
@@ -90,6 +104,9 @@ class Setup:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not isinstance(self.zero_stage, int) or not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage!r}")
+        if self.num_gpus % (self.context_parallel * self.tensor_parallel):
+            raise ValueError(f"{self.num_gpus} GPUs cannot be split into context parallel {self.context_parallel} × "
+                             f"tensor parallel {self.tensor_parallel}")
         if self.freeze_trainable_layers < 0:
             raise ValueError("freeze_trainable_layers must be >= 0")
         if self.method in ("full", "freeze") and self.load_dtype in QUANTIZED:

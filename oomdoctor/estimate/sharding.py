@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .derivation import Line, line
 from .dtypes import GIB, count
 from .setup import Setup
 
@@ -80,7 +81,7 @@ class PerGpu:
     optimizer: float        # states + master
     step_extra: float       # during the optimizer step only
     host: float             # pinned host memory of offloaded states (all ranks together)
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
 
 
 def zero_model_states(psi: float, n: int, stage: int, k: float = 12, weight_bytes: float = 2,
@@ -100,7 +101,7 @@ def zero_model_states(psi: float, n: int, stage: int, k: float = 12, weight_byte
 def per_gpu(setup: Setup, m: ModelStates) -> PerGpu:
     n = setup.num_gpus
     opt = m.states + m.master
-    lines: list[str] = []
+    lines: list[Line] = []
     if setup.strategy == "deepspeed":
         return _deepspeed(setup, m, n, opt, lines)
     if setup.strategy == "fsdp" and n >= 1:
@@ -108,12 +109,11 @@ def per_gpu(setup: Setup, m: ModelStates) -> PerGpu:
     buckets = 0.0
     if setup.strategy in ("ddp", "single") and n > 1 and m.grads:
         buckets = m.grads
-        lines.append(f"gradients: DDP communication buckets, a second copy of the gradients "
-                     f"= {buckets / GIB:.2f} GiB (gradient_as_bucket_view=False)")
+        lines.append(line("sharding.ddp_buckets", gib=buckets / GIB))
     return PerGpu(m.weights + m.frozen_copies, 0.0, m.grads, buckets, opt, m.workspace, 0.0, tuple(lines))
 
 
-def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
+def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Line]) -> PerGpu:
     stage = setup.zero_stage
     shard = n if stage >= 1 else 1
     weights = m.weights + m.frozen_copies
@@ -131,53 +131,46 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str
         weights = (weights - m.replicated) / n + m.replicated
         gathered = 2 * m.gathered_layer
         buffers += _layer_grads(m)
-        lines.append(f"weights: ZeRO-3 gathers the current and the prefetched layer, 2 × {m.layer_params:,} "
-                     f"params = {gathered / GIB:.2f} GiB")
+        lines.append(line("sharding.zero3_gathered", params=m.layer_params, gib=gathered / GIB))
     optimizer = opt / shard
     workspace = m.workspace / shard
     if stage >= 1:
-        lines.append(f"ZeRO-{stage} over {n} GPUs: optimizer states{' and gradients' if stage >= 2 else ''}"
-                     f"{' and weights' if stage == 3 else ''} divided by {n}")
+        lines.append(line(f"sharding.zero{stage}", n=n))
     if setup.offload_optimizer != "none" and stage >= 1:
         pinned = (opt + 4 * m.trainable_params) * DS_BUFFER_FACTOR
         host += pinned if setup.offload_optimizer == "cpu" else 0.0
-        lines.append(f"offload: optimizer states, fp32 master and fp32 gradients to {setup.offload_optimizer}"
-                     f" = {(opt + 4 * m.trainable_params) / GIB:.2f} GiB × {DS_BUFFER_FACTOR} (DeepSpeed's "
-                     f"buffer factor)" + (" in host RAM" if setup.offload_optimizer == "cpu" else " on disk"))
+        lines.append(line(f"sharding.offload_optimizer_{setup.offload_optimizer}",
+                          gib=(opt + 4 * m.trainable_params) / GIB, factor=DS_BUFFER_FACTOR))
         optimizer, workspace, fp32_grads = 0.0, 0.0, 0.0
     if setup.offload_param != "none" and stage == 3:
         if setup.offload_param == "cpu":
             host += (m.weights + m.frozen_copies - m.replicated) * DS_BUFFER_FACTOR
-        lines.append(f"offload: parameters to {setup.offload_param}; the GPU keeps only gathered layers")
+        lines.append(line("sharding.offload_param", to=setup.offload_param))
         weights = m.replicated
     if fp32_grads:
-        lines.append(f"optimizer step: DeepSpeed's fp32 gradient partition 4 B × {count(m.trainable_params)}"
-                     f"{f' / {shard}' if shard > 1 else ''} = {fp32_grads / GIB:.2f} GiB")
+        lines.append(line("sharding.fp32_grads", count=count(m.trainable_params),
+                          shard=f" / {shard}" if shard > 1 else "", gib=fp32_grads / GIB))
     return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines))
 
 
-def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[str]) -> PerGpu:
+def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Line]) -> PerGpu:
     weights = (m.weights + m.frozen_copies - m.replicated) / n + m.replicated
     if n == 1 and setup.offload_param == "none" and setup.offload_optimizer == "none":
         # One rank: FSDP switches to NO_SHARD and gathers nothing; only MixedPrecision's half copy of a fp32
         # unit exists while the unit computes (freed at its reshard), the current one and the prefetched one.
         cast = 2 * m.layer_params * m.half if setup.load_dtype == "fp32" and m.half == 2 else 0.0
-        lines.append("FSDP on one GPU runs NO_SHARD: nothing is sharded or gathered"
-                     + (f"; MixedPrecision casts two fp32 layers to half ({cast / GIB:.2f} GiB)" if cast else ""))
+        lines.append(line("sharding.fsdp_one_gpu", cast=line("sharding.fsdp_cast", gib=cast / GIB) if cast else ""))
         return PerGpu(weights, cast, m.grads, 0.0, opt, m.workspace, 0.0, tuple(lines))
     # The root unit is not resharded after forward (torch.distributed.fsdp._runtime_utils._post_forward_reshard:
     # "Do not free the root's parameters in the post-forward"), so it stays whole until backward is over.
     root = m.root_bytes
     gathered = 2 * m.gathered_layer + root
     unit_grads = _layer_grads(m)
-    lines.append(f"FSDP full_shard over {n} GPUs: weights, gradients and optimizer states divided by {n}; "
-                 f"two layers gathered ({2 * m.gathered_layer / GIB:.2f} GiB)"
-                 + (f" and the root unit (embeddings, final norm, lm_head), whole from forward to the end of "
-                    f"backward ({root / GIB:.2f} GiB)" if root else ""))
+    lines.append(line("sharding.fsdp", n=n, gib=2 * m.gathered_layer / GIB,
+                      root=line("sharding.fsdp_root", gib=root / GIB) if root else ""))
     if setup.offload_param != "none" or setup.offload_optimizer != "none":
         host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
-        lines.append(f"offload: FSDP CPUOffload keeps parameters, gradients and the optimizer step in host RAM "
-                     f"= {host / GIB:.2f} GiB")
+        lines.append(line("sharding.fsdp_offload", gib=host / GIB))
         # quantisation constants are module attributes, not parameters: CPUOffload leaves them on the GPU
         return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines))
     return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines))

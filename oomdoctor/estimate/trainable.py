@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
+from .derivation import Line, line
 from .dtypes import FLOAT_BYTES
 from .setup import Setup
 
@@ -19,7 +20,7 @@ LM_HEAD_NAMES = {"lm_head", "embed_out", "output"}
 class Tensors:
     """Trainable tensors of one dtype: ``(rows, cols, count)``, ``cols == 0`` for a vector."""
 
-    name: str
+    name: str | Line        # worded where the derivation is rendered
     dtype_bytes: int
     shapes: tuple[tuple[int, int, int], ...]
 
@@ -35,7 +36,7 @@ class Tensors:
 @dataclass(frozen=True)
 class Trainable:
     groups: tuple[Tensors, ...]
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
     missing_targets: tuple[str, ...] = ()
     # Extra resident copies that peft adds for modules_to_save (the originals stay frozen).
     copies: int = 0
@@ -123,16 +124,13 @@ def trainable(setup: Setup) -> Trainable:
     d = anatomy.dims(shape)
     if setup.method == "full":
         dt = base_float_bytes(setup)
-        group = Tensors("all weights", dt, tuple(_full_shapes(shape)))
-        line = f"trainable: all {group.params:,} parameters (full fine-tuning), {dt} B each"
-        return Trainable((group,), (line,))
+        group = Tensors(line("group.all_weights"), dt, tuple(_full_shapes(shape)))
+        return Trainable((group,), (line("trainable.full", params=group.params, bytes=dt),))
     if setup.method == "freeze":
         n = min(setup.freeze_trainable_layers, d.layers)
         dt = base_float_bytes(setup)
-        group = Tensors(f"last {n} layers", dt, tuple(_full_shapes(shape, n / d.layers, with_ends=False)))
-        line = (f"trainable: the last {n} of {d.layers} layers = {group.params:,} parameters "
-                f"(LLaMA-Factory freeze tuning), {dt} B each")
-        return Trainable((group,), (line,))
+        group = Tensors(line("group.last_layers", n=n), dt, tuple(_full_shapes(shape, n / d.layers, with_ends=False)))
+        return Trainable((group,), (line("trainable.freeze", n=n, layers=d.layers, params=group.params, bytes=dt),))
     targets, missing = anatomy.resolve_targets(shape, setup.lora_targets)
     r = setup.lora_rank
     ab = adapter_bytes(setup)
@@ -141,9 +139,9 @@ def trainable(setup: Setup) -> Trainable:
         if b.name in targets:
             shapes += [(r, b.d_in, b.count), (b.d_out, r, b.count)]
             parts.append(f"{b.name} {r}·({b.d_in}+{b.d_out})×{b.count}")
-    adapters = Tensors("LoRA adapters", ab, tuple(shapes))
-    lines = [f"trainable: LoRA r={r} on {', '.join(sorted(targets)) or 'no module'}: "
-             f"r·(d_in+d_out) per layer = {' + '.join(parts) or '0'} = {adapters.params:,} parameters, {ab} B each"]
+    adapters = Tensors(line("group.adapters"), ab, tuple(shapes))
+    lines = [line("trainable.lora", r=r, targets=", ".join(sorted(targets)) or line("trainable.no_module"),
+                  parts=" + ".join(parts) or "0", params=adapters.params, bytes=ab)]
     groups = [adapters]
     copies = 0
     copies_bytes = 0.0
@@ -152,9 +150,9 @@ def trainable(setup: Setup) -> Trainable:
         missing = missing + unknown
         dt = base_float_bytes(setup)
         if mts:
-            saved = Tensors("modules_to_save", dt, tuple(mts))
+            saved = Tensors(line("group.modules_to_save"), dt, tuple(mts))
             groups.append(saved)
             copies, copies_bytes = saved.params, saved.params * dt
-            lines.append(f"trainable: modules_to_save {', '.join(setup.modules_to_save)} as full trainable copies "
-                         f"(peft ModulesToSaveWrapper) = {saved.params:,} parameters, {dt} B each")
+            lines.append(line("trainable.modules_to_save", names=", ".join(setup.modules_to_save),
+                              params=saved.params, bytes=dt))
     return Trainable(tuple(groups), tuple(lines), tuple(missing), copies, copies_bytes)

@@ -4,34 +4,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
+from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB, count, nf4_bytes_per_param
 from .setup import Setup
 from .trainable import Trainable, base_float_bytes
 
-DTYPE_NAMES = {4: "fp32", 2: "16-bit", 1: "int8"}
+DTYPE_NAMES = {4: "fp32", 2: "16-bit", 1: "int8"}    # language-neutral names
 
 
 @dataclass(frozen=True)
 class Weights:
     frozen: float       # bytes of weights that do not train
     trained: float      # bytes of the weights that train (the optimizer's parameters)
-    lines: tuple[str, ...]
+    lines: tuple[Line, ...]
 
     @property
     def total(self) -> float:
         return self.frozen + self.trained
 
 
-def quantized_bytes(setup: Setup) -> tuple[float, int, str]:
+def quantized_bytes(setup: Setup) -> tuple[float, int, Line]:
     """Bytes of bitsandbytes-quantised linear weights (lm_head excluded, as bnb skips it)."""
     blocks = anatomy.blocks(setup.model)
     n = sum(b.weights for b in blocks)
     if setup.load_dtype == "int8":
         total = sum(b.weights * (1 + 4 / b.d_in) for b in blocks)
-        return total, n, f"{n:,} linear weights × (1 B + one fp32 scale per row of d_in) (LLM.int8)"
+        return total, n, line("weights.int8", n=n)
     per = nf4_bytes_per_param(setup.double_quant)
-    how = "with double quantisation" if setup.double_quant else "without double quantisation"
-    return n * per, n, f"{n:,} linear weights × {per:.6f} B ({setup.load_dtype.upper()}, block 64, {how})"
+    how = "weights.nf4_double" if setup.double_quant else "weights.nf4_single"
+    return n * per, n, line(how, n=n, per=per, format=setup.load_dtype.upper())
 
 
 def weights(setup: Setup, trainable: Trainable) -> Weights:
@@ -49,25 +50,25 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
     if setup.method in ("full", "freeze"):
         all_b = total * fb
         trained = trainable.bytes
-        line = f"weights: {count(total)} params × {fb} B ({_name(setup, fb)}) = {all_b / GIB:.2f} GiB"
-        return Weights(all_b - trained, trained, (line,))
+        said = line("weights.all", count=count(total), bytes=fb, dtype=_name(setup, fb), gib=all_b / GIB)
+        return Weights(all_b - trained, trained, (said,))
     lines = []
     if setup.quantized:
         qb, n, how = quantized_bytes(setup)
         rest = total - n
         base = qb + rest * fb
-        lines.append(f"weights: {how} = {qb / GIB:.2f} GiB; embeddings, norms, biases and lm_head "
-                     f"{count(rest)} params × {fb} B = {rest * fb / GIB:.2f} GiB")
+        lines.append(line("weights.quantized", how=how, gib=qb / GIB, rest=count(rest), bytes=fb,
+                          rest_gib=rest * fb / GIB))
     else:
         base = total * fb
-        lines.append(f"weights: {count(total)} frozen params × {fb} B ({_name(setup, fb)}) = {base / GIB:.2f} GiB")
+        lines.append(line("weights.frozen", count=count(total), bytes=fb, dtype=_name(setup, fb), gib=base / GIB))
     adapters = trainable.bytes
     if adapters:
-        lines.append(f"weights: trainable parameters {trainable.params:,} = {adapters / GIB:.3f} GiB")
+        lines.append(line("weights.trainable", params=trainable.params, gib=adapters / GIB))
     return Weights(base, adapters, tuple(lines))
 
 
-def _name(setup: Setup, fb: int) -> str:
+def _name(setup: Setup, fb: int) -> str | Line:
     if setup.load_dtype in FLOAT_BYTES and FLOAT_BYTES[setup.load_dtype] == fb:
         return setup.load_dtype
-    return "cast to half by DeepSpeed" if fb == 2 else DTYPE_NAMES.get(fb, f"{fb} B")
+    return line("weights.deepspeed_half") if fb == 2 else DTYPE_NAMES.get(fb, f"{fb} B")

@@ -45,6 +45,14 @@ FIELDS: dict[str, str] = {
     "eval.predict_with_generate": "eval_generate",
     "gen.max_new_tokens": "gen_new_tokens",
     "eval.num_beams": "gen_beams",
+    "train.loss": "loss",
+    "train.liger_kernels": "liger_kernels",
+    "train.torch_compile": "compiled",
+    "train.activation_offload": "activation_offload",
+    "train.optimizer_in_backward": "optimizer_in_backward",
+    "dist.context_parallel": "context_parallel",
+    "dist.tensor_parallel": "tensor_parallel",
+    "dist.num_nodes": "num_nodes",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
