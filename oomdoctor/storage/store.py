@@ -169,6 +169,14 @@ class Store:
         conn.execute("INSERT INTO snapshots (consultation_id, seq, facts) VALUES (?, ?, ?)",
                      (cid, seq, json.dumps(state.get("facts", []))))
 
+    def answered(self, cid: str, request_id: str | None) -> bool:
+        """Whether a turn was stored under this request id."""
+        if request_id is None:
+            return False
+        with self.reading() as conn:
+            return conn.execute("SELECT 1 FROM messages WHERE consultation_id = ? AND request_id = ?",
+                                (cid, request_id)).fetchone() is not None
+
     def get(self, cid: str) -> dict[str, Any]:
         with self.reading() as conn:
             row = conn.execute(

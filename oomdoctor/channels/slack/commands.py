@@ -45,10 +45,21 @@ def stored_lang(cid: str | None) -> str | None:
     return lang if lang in LANGUAGES else None
 
 
-def take_turn(cid: str, text: str, note: str | None = None) -> dict:
-    """One consultation turn in the stored language; the reply as a Slack message."""
-    reply = store().turn(cid, text, lambda raw: _step(raw, text, raw.get("lang") or None))
+def take_turn(cid: str, text: str, note: str | None = None, request_id: str | None = None) -> dict:
+    """One consultation turn in the stored language; the reply as a Slack message.
+
+    With a request id (the outbox entry's) a turn that was stored already is not stored again."""
+    reply = store().turn(cid, text, lambda raw: _step(raw, text, raw.get("lang") or None), request_id=request_id)
     return blocks.render(reply, consultant().kb, cid, note=note)
+
+
+def _failed(args: dict) -> dict:
+    return say("slack.failed", args["lang"])
+
+
+@responder.job("slack.turn", failed=_failed)
+def _turn_job(args: dict, request_id: str) -> dict:
+    return take_turn(args["cid"], args["text"], request_id=request_id)
 
 
 def _set_lang(raw: dict, lang: str) -> tuple[dict, dict]:
@@ -93,5 +104,5 @@ def command():
         return jsonify(say("error.binary", lang))
     if cid is None:
         cid = db.create(State().to_dict(), owner=who, channel=here)
-    return jsonify(responder.in_time(lambda: take_turn(cid, message), form.get("response_url", ""),
-                                     ack=say("slack.working", lang), failed=lambda: say("slack.failed", lang)))
+    return jsonify(responder.in_time("slack.turn", {"cid": cid, "text": message, "lang": lang},
+                                     form.get("response_url", ""), ack=say("slack.working", lang)))
