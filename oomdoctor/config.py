@@ -30,11 +30,11 @@ DEFAULTS: dict[str, Any] = {
     # Where Slack's response_urls may point, comma-separated (a late reply is posted nowhere else).
     "SLACK_RESPONSE_URL_PREFIXES": "https://hooks.slack.com/,https://hooks.slack-gov.com/",
     # Seconds a Slack command waits for its turn before it acknowledges and posts the reply later.
-    "SLACK_ACK_SECONDS": "2",
+    "SLACK_ACK_SECONDS": 2.0,
     # The outbox of late Slack replies: how long the worker that starts one holds it before any
     # other may take it over, and how often each worker looks for such lapsed ones (0: never).
-    "SLACK_OUTBOX_LEASE_SECONDS": 90,
-    "SLACK_OUTBOX_POLL_SECONDS": 2,
+    "SLACK_OUTBOX_LEASE_SECONDS": 90.0,
+    "SLACK_OUTBOX_POLL_SECONDS": 2.0,
     # Requests per minute per client IP, and per API token; 0 turns the limit off.
     "RATE_LIMIT_PER_MINUTE": 120,
     # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.
@@ -51,6 +51,8 @@ ENV_PREFIX = "OOMDOCTOR_"
 def _coerce(default: Any, raw: str) -> Any:
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, float):
+        return float(raw)
     if isinstance(default, int):
         return int(raw)
     return raw
