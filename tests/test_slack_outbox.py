@@ -176,3 +176,10 @@ def test_a_retried_button_answer_delivers_the_stored_turn_not_stale(database, ho
     assert again["blocks"] == answered["blocks"]
     cid = json.loads(json.dumps(block))["block_id"].split(":")[1]
     assert len(turns(app, cid)) == 2  # the traceback and one answer, not two
+
+
+def test_the_default_response_url_hosts_are_slacks():
+    from oomdoctor import config
+
+    app_default = config.from_environment({})["SLACK_RESPONSE_URL_PREFIXES"]
+    assert tuple(app_default.split(",")) == responder.SLACK_HOSTS
