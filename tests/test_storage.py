@@ -513,3 +513,25 @@ def test_gunicorn_stops_at_start_with_the_message(tmp_path):
     assert "gunicorn exited" in output
     assert f"database {path} is not an SQLite database or is damaged" in output
     assert "Booting worker" not in output
+
+
+def test_a_postgresql_server_gone_at_run_time_is_a_503_then_service_resumes(postgres, monkeypatch):
+    """The server stops under a running app: requests get 503 without the URL, then work again once it is back."""
+    import pgcluster
+    from oomdoctor.storage import postgres as pg
+    from oomdoctor.web import create_app
+
+    monkeypatch.setattr(pg, "POOL_TIMEOUT", 2.0)
+    with pgcluster.Cluster() as own:
+        url = own.database()
+        client = create_app({"TESTING": True, "DATABASE": url, "RATE_LIMIT_PER_MINUTE": 0}).test_client()
+        cid = client.post("/api/v1/consultations", json={"message": LOG}).get_json()["id"]
+        own._run(str(own.bin / "pg_ctl"), "-D", str(own.data), "-m", "fast", "-w", "stop")
+        r = client.get(f"/api/v1/consultations/{cid}")
+        assert r.status_code == 503 and "database is unavailable" in r.get_json()["error"]
+        assert str(own.port) not in r.get_data(as_text=True)
+        assert client.get("/healthz").status_code == 503
+        own._run(str(own.bin / "pg_ctl"), "-D", str(own.data), "-l", str(own.log), "-w", "-o",
+                 f"-c port={own.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''", "start")
+        r = client.get(f"/api/v1/consultations/{cid}")
+        assert r.status_code == 200 and r.get_json()["turns"] == 1

@@ -30,8 +30,9 @@ from .store import Store
 # Taken for the length of the migration transaction: hosts starting at once apply each step once.
 MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"oomdoctor schema migrations").digest()[:8], "big", signed=True)
 CONNECT_TIMEOUT = 10
-# How long a request waits for a free pooled connection before it is a 503.
-POOL_TIMEOUT = 30.0
+# How long a request waits for a pooled connection before it is a 503 (a server that is down
+# answers no request: better a quick 503 than every thread stuck).
+POOL_TIMEOUT = 5.0
 
 _pools: dict[tuple[int, str], ConnectionPool] = {}
 _pools_lock = threading.Lock()
@@ -109,6 +110,17 @@ def pool(url: str) -> ConnectionPool:
         return found
 
 
+def discard(url: str) -> None:
+    """Drop this process's pool for `url` after a connection error: the next operation opens a new
+    one at once. (A pool keeps retrying a lost server on its own, but with a backoff that grows
+    to minutes; a new pool connects as soon as the server is back.)"""
+    with _pools_lock:
+        found = _pools.pop((os.getpid(), url), None)
+    if found is not None:
+        # Connections other threads hold are closed when they come back.
+        threading.Thread(target=found.close, kwargs={"timeout": 5}, daemon=True).start()
+
+
 def close_pools() -> None:
     """Close this process's pools (before a fork: a connection must never be shared by two processes)."""
     with _pools_lock:
@@ -159,6 +171,7 @@ class PostgresStore(Store):
             with pool(self.url).connection() as conn:
                 yield _Connection(conn)
         except psycopg.OperationalError as exc:
+            discard(self.url)
             raise StorageError(explain(self.url, exc)) from None
 
     reading = transaction
