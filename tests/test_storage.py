@@ -461,7 +461,7 @@ def test_outbox_entry_is_taken_over_only_after_its_claim_lapses(database):
     assert taken.id == job.id and taken.args == {"cid": "c"} and taken.attempts == 2 and taken.message is None
     assert not store.settle(job, {"text": "late"})  # the first worker lost it: its result is not kept
     assert store.settle(taken, {"text": "x"}) and store.finish(taken)
-    assert store.job_state(job.id) == "done"
+    assert store.outbox_state(job.id) == "done"
     assert store.claim_due(lease=60, now=later + 120) is None
 
 

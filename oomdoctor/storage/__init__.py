@@ -12,7 +12,7 @@ from __future__ import annotations
 from .errors import NotFound, StorageError
 from .migrations import SCHEMA_VERSION
 from .sqlite import SQLiteStore, explain, keep_open
-from .store import TURN_TRIES, Job, Store
+from .store import TURN_TRIES, OutboxEntry, Store
 
-__all__ = ["Job", "NotFound", "SCHEMA_VERSION", "SQLiteStore", "Store", "StorageError", "TURN_TRIES", "explain",
-           "keep_open"]
+__all__ = ["NotFound", "OutboxEntry", "SCHEMA_VERSION", "SQLiteStore", "Store", "StorageError", "TURN_TRIES",
+           "explain", "keep_open"]

@@ -38,7 +38,7 @@ class _Stored(Exception):
         self.reply = reply
 
 
-class Job(NamedTuple):
+class OutboxEntry(NamedTuple):
     """An outbox entry: work to do for a channel and the URL its result goes to."""
     id: str
     kind: str
@@ -258,19 +258,19 @@ class Store:
 
     # ---------------------------------------------------------------- the outbox
 
-    def enqueue(self, kind: str, args: dict, response_url: str, lease: float) -> Job:
+    def enqueue(self, kind: str, args: dict, response_url: str, lease: float) -> OutboxEntry:
         """Record work before it starts, claimed by the caller for `lease` seconds; any process may
         take it over after that (the caller died), and redo or deliver it."""
-        job = Job(uuid.uuid4().hex, kind, args, response_url, None, secrets.token_hex(8), 1)
+        entry = OutboxEntry(uuid.uuid4().hex, kind, args, response_url, None, secrets.token_hex(8), 1)
         now = time.time()
         with self.transaction() as conn:
             conn.execute(
                 "INSERT INTO outbox (id, kind, args, response_url, message, state, holder, due, attempts, created) "
                 "VALUES (?, ?, ?, ?, NULL, 'working', ?, ?, 1, ?)",
-                (job.id, kind, json.dumps(args), response_url, job.holder, now + lease, now))
-        return job
+                (entry.id, kind, json.dumps(args), response_url, entry.holder, now + lease, now))
+        return entry
 
-    def claim_due(self, lease: float, now: float | None = None) -> Job | None:
+    def claim_due(self, lease: float, now: float | None = None) -> OutboxEntry | None:
         """Take over one unfinished entry whose claim has lapsed, for `lease` seconds."""
         now = time.time() if now is None else now
         with self.reading() as conn:
@@ -289,24 +289,25 @@ class Store:
         if not rows:
             return None
         row = rows[0]
-        return Job(row[0], row[1], json.loads(row[2]), row[3], json.loads(row[4]) if row[4] else None, row[5], row[6])
+        return OutboxEntry(row[0], row[1], json.loads(row[2]), row[3], json.loads(row[4]) if row[4] else None,
+                           row[5], row[6])
 
-    def settle(self, job: Job, message: dict) -> bool:
+    def settle(self, entry: OutboxEntry, message: dict) -> bool:
         """Keep the work's result; False when another process has taken the entry over."""
         with self.transaction() as conn:
             return conn.execute("UPDATE outbox SET message = ?, state = 'ready' WHERE id = ? AND holder = ? "
                                 "AND state IN ('working', 'ready')",
-                                (json.dumps(message), job.id, job.holder)).rowcount == 1
+                                (json.dumps(message), entry.id, entry.holder)).rowcount == 1
 
-    def finish(self, job: Job, state: str = "done") -> bool:
+    def finish(self, entry: OutboxEntry, state: str = "done") -> bool:
         """Mark the entry delivered (or given up); False when another process has taken it over."""
         with self.transaction() as conn:
             return conn.execute("UPDATE outbox SET state = ? WHERE id = ? AND holder = ?",
-                                (state, job.id, job.holder)).rowcount == 1
+                                (state, entry.id, entry.holder)).rowcount == 1
 
-    def job_state(self, job_id: str) -> str | None:
+    def outbox_state(self, entry_id: str) -> str | None:
         with self.reading() as conn:
-            row = conn.execute("SELECT state FROM outbox WHERE id = ?", (job_id,)).fetchone()
+            row = conn.execute("SELECT state FROM outbox WHERE id = ?", (entry_id,)).fetchone()
         return row[0] if row else None
 
 
