@@ -67,7 +67,8 @@ class Cluster:
             shutil.chown(self.folder, "postgres")
 
     def _run(self, *args: str, timeout: float = 120) -> None:
-        done = subprocess.run([*self.run_as, *args], capture_output=True, text=True, timeout=timeout)
+        # cwd: the server's own folder, which its user can enter whoever runs the tests.
+        done = subprocess.run([*self.run_as, *args], capture_output=True, text=True, timeout=timeout, cwd=self.folder)
         if done.returncode != 0:
             raise Unavailable(f"{Path(args[0]).name} failed ({done.returncode}): {done.stdout[-1500:]}"
                               f"{done.stderr[-1500:]}{self._log_tail()}")
