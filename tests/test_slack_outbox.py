@@ -53,7 +53,7 @@ def started(app, text: str, response_url: str):
         from oomdoctor.web import store
 
         cid = store().create({}, owner="T1:U1", channel="slack:C1")
-        entry = store().enqueue("slack.turn", {"cid": cid, "text": text, "lang": "en"}, response_url, lease=0)
+        entry = store().enqueue("slack:turn", {"cid": cid, "text": text, "lang": "en"}, response_url, lease=0)
     return cid, entry
 
 
@@ -70,9 +70,9 @@ def test_a_late_reply_is_recorded_then_delivered_and_done(database, hook):
     assert "Working on it" in all_text(resp.get_json())
     assert hook.wait()["blocks"]
     deadline = time.monotonic() + 10
-    while entries(database) != [("slack.turn", "done", 1)] and time.monotonic() < deadline:
+    while entries(database) != [("slack:turn", "done", 1)] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert entries(database) == [("slack.turn", "done", 1)]
+    assert entries(database) == [("slack:turn", "done", 1)]
     assert responder.drain(app) == 0  # nothing left for another worker
 
 
@@ -80,7 +80,7 @@ def test_an_answer_in_time_is_not_posted_again(database, hook):
     app = make_app(database, hook)
     resp = command(app.test_client(), "Llama-3-8B LoRA on a 4090, batch 4", hook.url())
     assert resp.get_json()["blocks"] and "Working on it" not in all_text(resp.get_json())
-    assert entries(database) == [("slack.turn", "done", 1)]
+    assert entries(database) == [("slack:turn", "done", 1)]
     assert responder.drain(app) == 0 and hook.posts.empty()
 
 
@@ -92,7 +92,7 @@ def test_work_whose_worker_died_is_done_by_another(database, hook):
     late = hook.wait()
     assert late["response_type"] == "ephemeral" and any(b["type"] == "actions" for b in late["blocks"])
     assert turns(app, cid) == [TRACEBACK]
-    assert entries(database) == [("slack.turn", "done", 2)]
+    assert entries(database) == [("slack:turn", "done", 2)]
 
 
 def test_a_turn_stored_before_the_worker_died_is_not_stored_again(database, hook):
@@ -124,7 +124,7 @@ def test_a_failed_post_is_tried_again_later(database, hook):
     cid, entry = started(app, TRACEBACK, "http://127.0.0.1:9/unreachable")
     app.config["SLACK_RESPONSE_URL_PREFIXES"] = ("http://127.0.0.1:9/",)
     assert responder.drain(app) == 1
-    assert entries(database) == [("slack.turn", "ready", 2)]  # kept, for the next try
+    assert entries(database) == [("slack:turn", "ready", 2)]  # kept, for the next try
     lapse_all(database)
     assert responder.drain(app) == 1
     assert turns(app, cid) == [TRACEBACK]  # the turn itself was stored once
@@ -141,7 +141,7 @@ def test_work_that_keeps_killing_its_worker_ends_with_the_failure_message(databa
     assert responder.drain(app) == 1
     assert "something went wrong while diagnosing" in all_text(hook.wait())
     assert turns(app, cid) == []  # not tried a fourth time
-    assert entries(database) == [("slack.turn", "done", responder.MAX_ATTEMPTS + 1)]
+    assert entries(database) == [("slack:turn", "done", responder.MAX_ATTEMPTS + 1)]
 
 
 def test_the_post_count_of_a_response_url_is_shared_by_hosts(database, hook):
@@ -169,7 +169,7 @@ def test_a_retried_button_answer_delivers_the_stored_turn_not_stale(database, ho
     lapse_all(database)
     store = Store(database, migrate=False)
     with store.transaction() as conn:
-        conn.execute("UPDATE outbox SET state = 'working', message = NULL WHERE kind = 'slack.answer'")
+        conn.execute("UPDATE outbox SET state = 'working', message = NULL WHERE kind = 'slack:answer'")
     store.close()
     assert responder.drain(app) == 1
     again = hook.wait()

@@ -57,7 +57,7 @@ def _failed(args: dict) -> dict:
     return say("slack.failed", args["lang"])
 
 
-@responder.job("slack.turn", failed=_failed)
+@responder.job("slack:turn", failed=_failed)
 def _turn_job(args: dict, request_id: str) -> dict:
     return take_turn(args["cid"], args["text"], request_id=request_id)
 
@@ -104,5 +104,5 @@ def command():
         return jsonify(say("error.binary", lang))
     if cid is None:
         cid = db.create(State().to_dict(), owner=who, channel=here)
-    return jsonify(responder.in_time("slack.turn", {"cid": cid, "text": message, "lang": lang},
+    return jsonify(responder.in_time("slack:turn", {"cid": cid, "text": message, "lang": lang},
                                      form.get("response_url", ""), ack=say("slack.working", lang)))

@@ -40,10 +40,10 @@ def interaction():
     block_id = action.get("block_id", "")
 
     if action.get("action_id") == blocks.SHARE_ACTION:
-        responder.later("slack.share", {"cid": action.get("value", ""), "who": who, "user": user, "lang": lang},
+        responder.later("slack:share", {"cid": action.get("value", ""), "who": who, "user": user, "lang": lang},
                         response_url)
     elif block_id.startswith(blocks.ANSWER_BLOCK):
-        responder.later("slack.answer", {"ref": block_id[len(blocks.ANSWER_BLOCK):], "action": action, "who": who,
+        responder.later("slack:answer", {"ref": block_id[len(blocks.ANSWER_BLOCK):], "action": action, "who": who,
                                          "here": here, "lang": lang}, response_url)
     return "", 200
 
@@ -52,12 +52,12 @@ def _failed(args: dict) -> dict:
     return {"replace_original": False, **say("slack.failed", args["lang"])}
 
 
-@responder.job("slack.share", failed=_failed)
+@responder.job("slack:share", failed=_failed)
 def _share_job(args: dict, request_id: str) -> dict:
     return {"replace_original": False, **_share(args["cid"], args["who"], args["user"], args["lang"])}
 
 
-@responder.job("slack.answer", failed=_failed)
+@responder.job("slack:answer", failed=_failed)
 def _answer_job(args: dict, request_id: str) -> dict:
     return {"replace_original": False,
             **_answer(args["ref"], args["action"], args["who"], args["here"], args["lang"], request_id)}
