@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 from .knowledge import ROOT
 
 DEFAULTS: dict[str, Any] = {
+    # An SQLite file (a path, or sqlite:///path) or a PostgreSQL server (postgresql://user:password@host/dbname).
     "DATABASE": str(ROOT / "var" / "oomdoctor.sqlite3"),
+    # PostgreSQL only: connections each process keeps (a worker's threads and its Slack outbox share them).
+    "DATABASE_POOL_SIZE": 4,
     "DEFAULT_LANG": "en",
     # A pasted log may be long; 16 MiB keeps a whole training log but bounds the work.
     "MAX_MESSAGE_BYTES": 16 * 2**20,
@@ -23,6 +27,14 @@ DEFAULTS: dict[str, Any] = {
     # When set, /api/ (but not /api/openapi.json) needs "Authorization: Bearer <token>".
     "API_TOKEN": "",
     "SLACK_SIGNING_SECRET": "",
+    # Where Slack's response_urls may point, comma-separated (a late reply is posted nowhere else).
+    "SLACK_RESPONSE_URL_PREFIXES": "https://hooks.slack.com/,https://hooks.slack-gov.com/",
+    # Seconds a Slack command waits for its turn before it acknowledges and posts the reply later.
+    "SLACK_ACK_SECONDS": 2.0,
+    # The outbox of late Slack replies: how long the worker that starts one holds it before any
+    # other may take it over, and how often each worker looks for such lapsed ones (0: never).
+    "SLACK_OUTBOX_LEASE_SECONDS": 90.0,
+    "SLACK_OUTBOX_POLL_SECONDS": 2.0,
     # Requests per minute per client IP, and per API token; 0 turns the limit off.
     "RATE_LIMIT_PER_MINUTE": 120,
     # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.
@@ -39,6 +51,8 @@ ENV_PREFIX = "OOMDOCTOR_"
 def _coerce(default: Any, raw: str) -> Any:
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, float):
+        return float(raw)
     if isinstance(default, int):
         return int(raw)
     return raw
@@ -51,5 +65,34 @@ def from_environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
         raw = environ.get(ENV_PREFIX + key)
         if raw is not None and raw != "":
             settings[key] = _coerce(default, raw)
-    settings["DATABASE"] = str(Path(settings["DATABASE"]))
+    if database(settings["DATABASE"]).kind == "sqlite":
+        settings["DATABASE"] = str(Path(settings["DATABASE"]))
     return settings
+
+
+class Database(NamedTuple):
+    """Where consultations are kept: ("sqlite", a file path) or ("postgresql", a libpq URL)."""
+    kind: str
+    target: str
+
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def database(value: str) -> Database:
+    """Read OOMDOCTOR_DATABASE: `postgresql://…` (or `postgres://…`) is a PostgreSQL server,
+    `sqlite:///path` or a plain path is an SQLite file. Any other `scheme://` is refused, so a
+    typo never becomes a file named after a URL."""
+    value = str(value).strip()
+    scheme, sep, _ = value.partition("://")
+    if not sep:
+        return Database("sqlite", value)
+    scheme = scheme.lower()
+    if scheme in POSTGRES_SCHEMES:
+        return Database("postgresql", value)
+    if scheme == "sqlite":
+        path = unquote(urlsplit(value).path)
+        # sqlite:///relative/x.db names relative/x.db; sqlite:////abs/x.db names /abs/x.db (SQLAlchemy's form).
+        return Database("sqlite", path[1:] if path.startswith("/") else path or ":memory:")
+    raise ValueError(f"OOMDOCTOR_DATABASE: unknown scheme {scheme!r}; use a file path, sqlite:///path "
+                     f"or postgresql://user@host/dbname")

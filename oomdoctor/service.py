@@ -1,9 +1,10 @@
 """The application service every channel stands on: take a consultation's turn, store it, reply.
 
 Channels (REST, the web page, Slack, the CLI, and the bots to come) turn their own
-input into calls here and render what comes back; none of them touches the store or
-the consultant directly, and none imports another. The service knows nothing of
-HTTP, Slack or the terminal.
+input into calls here and render what comes back; none of them takes a turn or reads
+a consultation any other way, and none imports another. (Slack's outbox of late
+replies is a delivery queue of that channel, kept in the same database.) The service
+knows nothing of HTTP, Slack or the terminal.
 """
 from __future__ import annotations
 
@@ -46,10 +47,15 @@ class Consultations:
         """A new consultation with no message yet (Slack's `/oom new`, `/oom lang zh`)."""
         return self.store.create(State(lang=lang).to_dict(), owner=owner, channel=channel)
 
-    def reply(self, cid: str, message: str, lang: str | None = None) -> dict:
+    def reply(self, cid: str, message: str, lang: str | None = None, request_id: str | None = None) -> dict:
         """The next turn; `lang` forces the reply's language, else the message and the consultation decide.
+        A turn retried under the same `request_id` (a late reply's outbox entry) is stored once.
         Raises NotFound for an unknown id."""
-        return self.store.turn(cid, message, lambda raw: self._step(raw, message, lang))
+        return self.store.turn(cid, message, lambda raw: self._step(raw, message, lang), request_id=request_id)
+
+    def answered(self, cid: str, request_id: str | None) -> bool:
+        """Whether a turn under this request id is stored already (a late reply retried by another worker)."""
+        return self.store.answered(cid, request_id)
 
     def set_lang(self, cid: str, lang: str, said: str) -> None:
         """Store a language preference as a turn of its own (no reply to render)."""

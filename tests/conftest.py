@@ -25,6 +25,30 @@ def require(module: str):
         raise
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A throw-away PostgreSQL server for the session (tests/pgcluster.py): skipped where none can
+    start, except in CI, where `.ci/run` installs one and a skip would hide the second store."""
+    import pgcluster
+
+    try:
+        cluster = pgcluster.Cluster().start()
+    except (pgcluster.Unavailable, OSError) as exc:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is needed in CI: {exc}", pytrace=False)
+        pytest.skip(f"no PostgreSQL server here: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path) -> str:
+    """OOMDOCTOR_DATABASE for a fresh, empty store: an SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "test.sqlite3")
+    return request.getfixturevalue("postgres").database()
+
+
 @pytest.fixture
 def app(tmp_path):
     from oomdoctor.web import create_app
@@ -46,11 +70,12 @@ def free_port() -> int:
 class LiveServer:
     """gunicorn in a subprocess, on a free port, with the project's own config file."""
 
-    def __init__(self, tmp_path: Path, workers: int = 2, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, workers: int = 2, env: dict[str, str] | None = None,
+                 database: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / f"gunicorn-{self.port}.log"
-        self.database = tmp_path / "live.sqlite3"
+        self.database = database or tmp_path / "live.sqlite3"
         self.env = {**os.environ, "OOMDOCTOR_DATABASE": str(self.database), "OOMDOCTOR_BIND": f"127.0.0.1:{self.port}",
                     "OOMDOCTOR_WORKERS": str(workers), **(env or {})}
         self.proc: subprocess.Popen | None = None

@@ -1,4 +1,5 @@
-"""Many clients on many consultations across several gunicorn workers, a worker killed, the server restarted.
+"""Many clients on many consultations across several gunicorn workers, a worker killed, the server
+restarted; each on SQLite and on PostgreSQL (the `database` fixture).
 
 Every stored reply is checked by replaying the consultation's transcript through
 the consultant in this process (`take_turn` is a pure function of state and
@@ -123,8 +124,8 @@ def check(url: str, clients: list[Client]) -> dict[str, int]:
     return dict(counts)
 
 
-def test_many_clients_many_consultations_four_workers(tmp_path):
-    server = LiveServer(tmp_path, workers=4, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}).start()
+def test_many_clients_many_consultations_four_workers(tmp_path, database):
+    server = LiveServer(tmp_path, workers=4, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     try:
         clients = [Client(server.url, n) for n in range(CLIENTS)]
         threads = [threading.Thread(target=c.run, args=(range(TURNS),)) for c in clients]
@@ -146,8 +147,8 @@ def test_many_clients_many_consultations_four_workers(tmp_path):
         server.stop()
 
 
-def test_many_clients_on_one_consultation(tmp_path):
-    server = LiveServer(tmp_path, workers=4, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}).start()
+def test_many_clients_on_one_consultation(tmp_path, database):
+    server = LiveServer(tmp_path, workers=4, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     try:
         cid = requests.post(f"{server.url}/api/v1/consultations", json={"message": message(99, 0)},
                             timeout=60).json()["id"]
@@ -170,8 +171,8 @@ def test_many_clients_on_one_consultation(tmp_path):
         server.stop()
 
 
-def test_worker_killed_mid_run_then_server_restarted(tmp_path):
-    server = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}).start()
+def test_worker_killed_mid_run_then_server_restarted(tmp_path, database):
+    server = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     clients = [Client(server.url, n, pad=True) for n in range(6)]
     try:
         threads = [threading.Thread(target=c.run, args=(range(TURNS),)) for c in clients]
@@ -197,8 +198,7 @@ def test_worker_killed_mid_run_then_server_restarted(tmp_path):
     finally:
         server.stop()
 
-    again = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0",
-                                                 "OOMDOCTOR_DATABASE": str(server.database)}).start()
+    again = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     try:
         for cid, record in before.items():
             now = requests.get(f"{again.url}/api/v1/consultations/{cid}", timeout=30).json()
@@ -213,8 +213,8 @@ def test_worker_killed_mid_run_then_server_restarted(tmp_path):
         again.stop()
 
 
-def test_abrupt_kill_of_the_whole_server_loses_no_acknowledged_turn(tmp_path):
-    server = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}).start()
+def test_abrupt_kill_of_the_whole_server_loses_no_acknowledged_turn(tmp_path, database):
+    server = LiveServer(tmp_path, workers=3, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     clients = [Client(server.url, n) for n in range(6)]
     threads = [threading.Thread(target=c.run, args=(range(TURNS), 0.05)) for c in clients]
     for t in threads:
@@ -225,12 +225,11 @@ def test_abrupt_kill_of_the_whole_server_loses_no_acknowledged_turn(tmp_path):
     for t in threads:
         t.join()
     server.stop()
-    database = server.database
-    conn = sqlite3.connect(database)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-    again = LiveServer(tmp_path, workers=2, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0",
-                                                 "OOMDOCTOR_DATABASE": str(database)}).start()
+    if "://" not in database:  # the SQLite file was written by the killed processes themselves
+        conn = sqlite3.connect(database)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    again = LiveServer(tmp_path, workers=2, env={"OOMDOCTOR_RATE_LIMIT_PER_MINUTE": "0"}, database=database).start()
     try:
         counts = check(again.url, clients)
         acknowledged = sum(len(c.acknowledged) for c in clients)

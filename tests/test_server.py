@@ -1,12 +1,21 @@
-"""A full consultation over HTTP against a real gunicorn process with several workers."""
+"""A full consultation over HTTP against a real gunicorn process with several workers, on each store."""
 from pathlib import Path
 
 import pytest
 import requests
 
+from conftest import LiveServer
+
 LOG = (Path(__file__).parent / "fixtures" / "logs" / "cuda_oom_new.txt").read_text()
 
 pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def live_server(tmp_path, database):
+    server = LiveServer(tmp_path, database=database).start()
+    yield server
+    server.stop()
 
 
 def test_consultation_over_http(live_server):
@@ -29,18 +38,13 @@ def test_consultation_over_http(live_server):
     assert any(r["estimate_after_gib"] for r in reply["remedies"])
 
 
-def test_restart_loses_nothing(tmp_path):
-    from conftest import LiveServer
-
-    server = LiveServer(tmp_path).start()
+def test_restart_loses_nothing(tmp_path, database):
+    server = LiveServer(tmp_path, database=database).start()
     try:
         cid = requests.post(f"{server.url}/api/v1/consultations", json={"message": LOG}, timeout=30).json()["id"]
     finally:
         server.stop()
-    again = LiveServer(tmp_path)
-    again.database = server.database
-    again.env["OOMDOCTOR_DATABASE"] = str(server.database)
-    again.start()
+    again = LiveServer(tmp_path, database=database).start()
     try:
         record = requests.get(f"{again.url}/api/v1/consultations/{cid}", timeout=30).json()
         assert record["pending_question"] == "ask_model"

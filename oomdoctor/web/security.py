@@ -4,8 +4,8 @@ One `init_app(app)` adds, for every request:
 
 - the API token (``OOMDOCTOR_API_TOKEN``): /api/ needs ``Authorization: Bearer <token>``
   (the OpenAPI document, /healthz, the web page and /slack/ stay open; Slack has its own signature);
-- rate limits per client IP and per token, counted in the SQLite file so that every
-  gunicorn worker sees the same counts (``OOMDOCTOR_RATE_LIMIT_PER_MINUTE``), 429 + Retry-After;
+- rate limits per client IP and per token, counted in the database so that every
+  gunicorn worker (and every host on one PostgreSQL) sees the same counts (``OOMDOCTOR_RATE_LIMIT_PER_MINUTE``), 429 + Retry-After;
 - CSRF protection for the web page's form posts: a token in a cookie and in a hidden
   ``csrf_token`` field (templates call ``csrf_token()``), checked for every non-JSON POST
   outside /api/ and /slack/;

@@ -23,7 +23,7 @@ def _message() -> tuple[str, str | None]:
 
 @bp.get("/healthz")
 def healthz():
-    store().conn.execute("SELECT 1").fetchone()
+    store().ping()
     return jsonify(status="ok")
 
 

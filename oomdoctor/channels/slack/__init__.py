@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from . import verify
+from . import responder, verify
 
 bp = Blueprint("slack", __name__, url_prefix="/slack")
 bp.before_request(verify.signed_by_slack)
@@ -21,5 +21,7 @@ def _keep_raw_body(state) -> None:
     # (the rate limiter keys Slack requests by team and user) would consume them, so the
     # very first hook of every request under /slack/ caches the body before anything else.
     state.app.before_request_funcs.setdefault(None, []).insert(0, verify.cache_raw_body)
+    # Every worker drains the outbox of late replies, whichever requests it serves.
+    state.app.before_request(responder.start_drainer)
 
 from . import commands, interactions  # noqa: E402,F401  (they add their routes to bp)

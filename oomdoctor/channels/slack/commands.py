@@ -37,11 +37,22 @@ def say(key: str, lang: str, **values: Any) -> dict:
     return blocks.notice(blocks.escape(t(key, lang, **values)))
 
 
-def take_turn(cid: str, text: str, note: str | None = None) -> dict:
-    """One consultation turn in the stored language; the reply as a Slack message."""
+def take_turn(cid: str, text: str, note: str | None = None, request_id: str | None = None) -> dict:
+    """One consultation turn in the stored language; the reply as a Slack message.
+
+    With a request id (the outbox entry's) a turn that was stored already is not stored again."""
     consultations = service()
-    reply = consultations.reply(cid, text, consultations.lang(cid))
+    reply = consultations.reply(cid, text, consultations.lang(cid), request_id=request_id)
     return blocks.render(reply, consultations.kb, cid, note=note)
+
+
+def _failed(args: dict) -> dict:
+    return say("slack.failed", args["lang"])
+
+
+@responder.job("slack:turn", failed=_failed)
+def _turn_job(args: dict, request_id: str) -> dict:
+    return take_turn(args["cid"], args["text"], request_id=request_id)
 
 
 @bp.post("/commands")
@@ -82,5 +93,5 @@ def command():
         return jsonify(say("error.binary", lang))
     if cid is None:
         cid = consultations.open(channel=here, owner=who)
-    return jsonify(responder.in_time(lambda: take_turn(cid, message), form.get("response_url", ""),
-                                     ack=say("slack.working", lang), failed=lambda: say("slack.failed", lang)))
+    return jsonify(responder.in_time("slack:turn", {"cid": cid, "text": message, "lang": lang},
+                                     form.get("response_url", ""), ack=say("slack.working", lang)))

@@ -40,14 +40,27 @@ def interaction():
     block_id = action.get("block_id", "")
 
     if action.get("action_id") == blocks.SHARE_ACTION:
-        work = lambda: _share(action.get("value", ""), who, user, lang)  # noqa: E731
+        responder.later("slack:share", {"cid": action.get("value", ""), "who": who, "user": user, "lang": lang},
+                        response_url)
     elif block_id.startswith(blocks.ANSWER_BLOCK):
-        work = lambda: _answer(block_id[len(blocks.ANSWER_BLOCK):], action, who, here, lang)  # noqa: E731
-    else:
-        return "", 200
-    responder.later(lambda: {"replace_original": False, **work()}, response_url,
-                    failed=lambda: {"replace_original": False, **say("slack.failed", lang)})
+        responder.later("slack:answer", {"ref": block_id[len(blocks.ANSWER_BLOCK):], "action": action, "who": who,
+                                         "here": here, "lang": lang}, response_url)
     return "", 200
+
+
+def _failed(args: dict) -> dict:
+    return {"replace_original": False, **say("slack.failed", args["lang"])}
+
+
+@responder.job("slack:share", failed=_failed)
+def _share_job(args: dict, request_id: str) -> dict:
+    return {"replace_original": False, **_share(args["cid"], args["who"], args["user"], args["lang"])}
+
+
+@responder.job("slack:answer", failed=_failed)
+def _answer_job(args: dict, request_id: str) -> dict:
+    return {"replace_original": False,
+            **_answer(args["ref"], args["action"], args["who"], args["here"], args["lang"], request_id)}
 
 
 def _chosen(action: dict[str, Any]) -> tuple[str, str]:
@@ -58,7 +71,8 @@ def _chosen(action: dict[str, Any]) -> tuple[str, str]:
     return action.get("value", ""), (action.get("text") or {}).get("text", "")
 
 
-def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang: str) -> dict:
+def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang: str,
+            request_id: str | None = None) -> dict:
     cid, _, question = ref.partition(":")
     consultations = service()
     try:
@@ -68,12 +82,15 @@ def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang:
     lang = consultations.lang(cid) or default_lang
     if record["owner"] != who:
         return say("slack.not_yours", lang)
-    if consultations.find(who, here) != cid or record["state"].get("pending") != question:
+    # A retried answer whose turn is stored already is not stale: it is delivered again.
+    if (consultations.find(who, here) != cid or record["state"].get("pending") != question) and \
+            not consultations.answered(cid, request_id):
         return say("slack.stale", lang)
     value, shown = _chosen(action)
     if not value.strip():
         return say("slack.stale", lang)
-    message = take_turn(cid, value, note=consultations.kb.text("slack.answered", lang, answer=shown or value))
+    message = take_turn(cid, value, note=consultations.kb.text("slack.answered", lang, answer=shown or value),
+                        request_id=request_id)
     return {**message, "replace_original": True}
 
 
