@@ -17,6 +17,10 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_MESSAGE_BYTES": 16 * 2**20,
     "PAGE_MAX_MESSAGE_BYTES": 16 * 2**20,
     "SLACK_MAX_MESSAGE_BYTES": 64 * 2**10,
+    # What an assistant passes to an MCP tool, and what a Lark message holds (Lark caps a text
+    # message at 150 KB), each at most MAX_MESSAGE_BYTES.
+    "MCP_MAX_MESSAGE_BYTES": 16 * 2**20,
+    "LARK_MAX_MESSAGE_BYTES": 150 * 2**10,
     "RETENTION_SECONDS": 30 * 24 * 3600,
     # How often a worker deletes what is older than RETENTION_SECONDS (also once at start).
     "RETENTION_SWEEP_SECONDS": 600,

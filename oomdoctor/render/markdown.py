@@ -91,10 +91,11 @@ def estimate_line(est: dict[str, Any], kb: KnowledgeBase, lang: str) -> str:
 
 
 def breakdown_line(est: dict[str, Any], kb: KnowledgeBase, lang: str) -> str:
+    """The parts that hold memory, in GiB, then the host RAM."""
     parts = [f"{kb.text('part.' + part, lang)} {show(float(est['breakdown'].get(part) or 0.0))}"
              for part in PARTS if est["breakdown"].get(part)]
-    parts.append(kb.text("report.host_ram", lang, value=show(est["host_ram_gib"])))
-    return " · ".join(parts) + " (GiB)"
+    host = kb.text("report.host_ram", lang, value=show(est["host_ram_gib"]))
+    return (" · ".join(parts) + " GiB · " if parts else "") + host
 
 
 def fenced(body: str) -> str:
