@@ -27,6 +27,16 @@ DEFAULTS: dict[str, Any] = {
     # When set, /api/ (but not /api/openapi.json) needs "Authorization: Bearer <token>".
     "API_TOKEN": "",
     "SLACK_SIGNING_SECRET": "",
+    # The Feishu/Lark app (docs/lark.md). Every /lark/ request is refused while the verification
+    # token or the encrypt key is empty: without the key Lark neither encrypts nor signs events.
+    "LARK_APP_ID": "",
+    "LARK_APP_SECRET": "",
+    "LARK_VERIFICATION_TOKEN": "",
+    "LARK_ENCRYPT_KEY": "",
+    # Feishu (China); https://open.larksuite.com for Lark.
+    "LARK_DOMAIN": "https://open.feishu.cn",
+    # The bot's language until the user writes Chinese or English of their own.
+    "LARK_DEFAULT_LANG": "zh",
     # Requests per minute per client IP, and per API token; 0 turns the limit off.
     "RATE_LIMIT_PER_MINUTE": 120,
     # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.

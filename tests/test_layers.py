@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("conclusions", ("conclusions",)),
     ("renderers", ("render",)),
     ("a turn", ("consultation", "named_inputs")),
-    ("store", ("storage", "store")),
+    ("store", ("storage", "store", "deliveries")),
     ("service", ("service",)),
     ("web layer", ("web.",)),
     ("channels", ("channels",)),

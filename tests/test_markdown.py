@@ -106,7 +106,7 @@ def test_every_report_fits_the_limit_and_keeps_the_cause(name, limit):
         assert reply["diagnoses"][0]["title"] in text
     full = markdown.render(reply, KB, max_chars=markdown.MAX_CHARS)
     if markdown.size(full) > limit:
-        assert text.endswith(f"_{KB.text('markdown.truncated', 'en')}_")
+        assert text.endswith(markdown.italic(KB.text('markdown.truncated', 'en')))
     # Every code block that was opened is closed.
     assert text.count("```") % 2 == 0
 

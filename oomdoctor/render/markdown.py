@@ -3,8 +3,8 @@
 A report says what ran out, the most likely cause, the estimate against the card and the
 top three remedies with their change; a question says what is known so far and asks, its
 options numbered so that a reply of "2" picks the second (the consultation reads it so).
-Only what every common chat Markdown understands is used: **bold**, _italics_, numbered
-lists and fenced code.
+Only what every common chat Markdown understands is used: **bold**, *italics* (Lark's card
+Markdown has no _underscore_ italics), numbered lists and fenced code.
 
 The size bound is counted in UTF-16 code units, as Telegram counts its 4,096-unit limit for
 a message's text (https://core.telegram.org/bots/api#sendmessage); 4,000 leaves room for a
@@ -68,7 +68,7 @@ def render_estimate(reply: dict[str, Any], kb: KnowledgeBase, max_chars: int = D
     parts: list[tuple[int, str]] = [(KEEP, f"**{t('report.estimate')}:** {estimate_line(est, kb, lang)}")]
     parts.append((IMPORTANCE["breakdown"], breakdown_line(est, kb, lang)))
     if est.get("remarks"):
-        parts.append((IMPORTANCE["notices"], "\n".join(f"_{remark}_" for remark in est["remarks"])))
+        parts.append((IMPORTANCE["notices"], "\n".join(italic(remark) for remark in est["remarks"])))
     whatif = reply.get("whatif") or []
     if whatif:
         parts.append((IMPORTANCE["remedy_1"], f"**{t('markdown.whatif')}**"))
@@ -98,6 +98,10 @@ def breakdown_line(est: dict[str, Any], kb: KnowledgeBase, lang: str) -> str:
     return (" · ".join(parts) + " GiB · " if parts else "") + host
 
 
+def italic(text: str) -> str:
+    return f"*{text}*"
+
+
 def fenced(body: str) -> str:
     """A code block whose fence no line of the body can close early."""
     fence = "```"
@@ -123,7 +127,7 @@ def _labelled(kb: KnowledgeBase, lang: str, label: str, value: str) -> str:
 def _notices(reply: dict[str, Any]) -> list[tuple[int, str]]:
     if not reply.get("notices"):
         return []
-    return [(IMPORTANCE["notices"], "\n".join(f"_({notice})_" for notice in reply["notices"]))]
+    return [(IMPORTANCE["notices"], "\n".join(italic(f"({notice})") for notice in reply["notices"]))]
 
 
 def _question(reply: dict[str, Any], kb: KnowledgeBase, options: bool) -> list[tuple[int, str]]:
@@ -135,7 +139,7 @@ def _question(reply: dict[str, Any], kb: KnowledgeBase, options: bool) -> list[t
         so_far = f"{t('kind.' + reply['oom_kind'])} — {reply['diagnoses'][0]['title']}"
         parts.append((KEEP, _labelled(kb, lang, t("report.kind"), so_far)))
     parts.append((KEEP, _labelled(kb, lang, t("report.question"), q["text"])))
-    parts.append((IMPORTANCE["why_asked"], f"_{t('ui.labelled', label=t('report.why'), value=q['why'])}_"))
+    parts.append((IMPORTANCE["why_asked"], italic(t('ui.labelled', label=t('report.why'), value=q['why']))))
     if options and q.get("options"):
         if numbered(q):
             listed = "\n".join(f"{i}. {o['label']}" for i, o in enumerate(q["options"], 1))
@@ -143,7 +147,7 @@ def _question(reply: dict[str, Any], kb: KnowledgeBase, options: bool) -> list[t
             listed = t("ui.labelled", label=t("report.options"), value=" / ".join(o["label"] for o in q["options"]))
         parts.append((KEEP, listed))
     hint = t("markdown.reply_number") if options and numbered(q) else t("report.answer_hint")
-    parts.append((KEEP, f"_{hint}_"))
+    parts.append((KEEP, italic(hint)))
     return parts
 
 
@@ -162,7 +166,7 @@ def _report(reply: dict[str, Any], kb: KnowledgeBase) -> list[tuple[int, str]]:
         parts.append((KEEP, cause))
         if len(diagnoses) > 1:
             others = " / ".join(d["title"] for d in diagnoses[1:3])
-            parts.append((IMPORTANCE["more_causes"], f"_{t('markdown.also', titles=others)}_"))
+            parts.append((IMPORTANCE["more_causes"], italic(t('markdown.also', titles=others))))
     else:
         parts.append((KEEP, t("report.no_diagnosis")))
 
@@ -195,7 +199,7 @@ def _fit(parts: list[tuple[int, str]], max_chars: int, truncated: str) -> str:
     """Drop the least important parts (the later on a tie) until the text fits, then say so."""
     max_chars = max(MIN_CHARS, min(int(max_chars), MAX_CHARS))
     parts = [(importance, text) for importance, text in parts if text]
-    note = f"_{truncated}_"
+    note = italic(truncated)
     dropped = False
 
     def joined() -> str:

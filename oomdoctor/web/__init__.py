@@ -30,11 +30,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     Store(app.config["DATABASE"]).close()
 
     from . import errors, security
-    from ..channels import page, rest, slack
+    from ..channels import lark, page, rest, slack
     from ..channels.mcp import http as mcp_http
     errors.init_app(app)
     security.init_app(app)
-    for channel in (rest, page, slack, mcp_http):
+    for channel in (rest, page, slack, mcp_http, lark):
         app.register_blueprint(channel.bp)
 
     @app.teardown_appcontext
