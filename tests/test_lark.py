@@ -428,3 +428,16 @@ def test_a_reply_the_api_refuses_is_logged_not_retried(tmp_path, fake, caplog):
         time.sleep(0.1)
     assert "Lark reply" in caplog.text
     assert fake.replies.empty()
+
+
+def test_the_setup_guide_names_every_setting_event_and_scope_the_code_relies_on():
+    from oomdoctor.channels.lark import events
+    from oomdoctor.config import DEFAULTS
+
+    guide = (ROOT / "docs" / "lark.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for key in DEFAULTS:
+        if key.startswith("LARK_") and not key.endswith("MAX_MESSAGE_BYTES"):
+            assert f"OOMDOCTOR_{key}" in guide + readme, key
+    for name in (events.MESSAGE, events.CARD_ACTION, "/lark/events", "im:message.group_at_msg:readonly"):
+        assert name in guide
