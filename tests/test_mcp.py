@@ -262,3 +262,28 @@ def test_every_scenario_reads_as_a_resource_in_both_languages():
         for remedy in scenario.remedies:
             assert KB.remedies[remedy].title["zh"] in text
     assert resources.scenario_id("file:///etc/passwd") is None
+
+
+def _rpc(method: str, params: dict) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 200_000 + b"]" * 200_000,
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"diagnose","arguments":{"text":"\xff\xfe"}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"diagnose","arguments":{"text":"\\ud800"}}}',
+    _rpc("tools/call", {"name": "diagnose", "arguments": {"text": "CUDA out of memory\x00"}}),
+    _rpc("tools/call", {"name": "estimate", "arguments": {"model": "llama3-8b", "batch_size": 10**30}}),
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"estimate","arguments":{"params_b":NaN}}}',
+    _rpc("tools/call", {"name": "consult", "arguments": {"message": "x", "consultation_id": "../../etc/passwd"}}),
+    _rpc("tools/call", {"name": "no_such_tool", "arguments": {}}),
+    _rpc("resources/read", {"uri": "oomdoctor://scenarios/../../etc/passwd"}),
+    json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]).encode(),
+])
+def test_hostile_requests_get_an_error_not_a_crash(client, body):
+    resp = client.post("/api/mcp", data=body, content_type="application/json",
+                       headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+    assert resp.status_code < 500
+    answer = resp.get_json()
+    assert "error" in answer or answer["result"]["isError"] is True
+    assert "Traceback" not in resp.get_data(as_text=True)
