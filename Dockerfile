@@ -1,6 +1,10 @@
-# OOM Doctor: gunicorn serving the web page, the REST API and Slack, SQLite in /data.
+# OOM Doctor: gunicorn serving the web page, the REST API, Slack, the MCP tools (streamable HTTP at
+# /api/mcp, behind OOMDOCTOR_API_TOKEN like the REST API) and the Feishu/Lark bot, SQLite in /data.
 #   docker build -t oomdoctor .
-#   docker run -p 8000:8000 -v oomdoctor-data:/data -e OOMDOCTOR_SLACK_SIGNING_SECRET=... oomdoctor
+#   docker run -p 8000:8000 -v oomdoctor-data:/data -e OOMDOCTOR_API_TOKEN=... \
+#     -e OOMDOCTOR_SLACK_SIGNING_SECRET=... -e OOMDOCTOR_LARK_APP_ID=... -e OOMDOCTOR_LARK_APP_SECRET=... \
+#     -e OOMDOCTOR_LARK_ENCRYPT_KEY=... -e OOMDOCTOR_LARK_VERIFICATION_TOKEN=... oomdoctor
+# The MCP tools over stdio, for an assistant on the same machine: docker run -i --rm oomdoctor python -m oomdoctor mcp
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

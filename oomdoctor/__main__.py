@@ -1,5 +1,6 @@
 import sys
 
+from .channels import mcp
 from .channels.cli import main
 
-sys.exit(main())
+sys.exit(main(commands={"mcp": mcp.command}))

@@ -21,6 +21,10 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_MESSAGE_BYTES": 16 * 2**20,
     "PAGE_MAX_MESSAGE_BYTES": 16 * 2**20,
     "SLACK_MAX_MESSAGE_BYTES": 64 * 2**10,
+    # What an assistant passes to an MCP tool, and what a Lark message holds (Lark caps a text
+    # message at 150 KB), each at most MAX_MESSAGE_BYTES.
+    "MCP_MAX_MESSAGE_BYTES": 16 * 2**20,
+    "LARK_MAX_MESSAGE_BYTES": 150 * 2**10,
     "RETENTION_SECONDS": 30 * 24 * 3600,
     # How often a worker deletes what is older than RETENTION_SECONDS (also once at start).
     "RETENTION_SWEEP_SECONDS": 600,
@@ -35,6 +39,16 @@ DEFAULTS: dict[str, Any] = {
     # other may take it over, and how often each worker looks for such lapsed ones (0: never).
     "SLACK_OUTBOX_LEASE_SECONDS": 90.0,
     "SLACK_OUTBOX_POLL_SECONDS": 2.0,
+    # The Feishu/Lark app (docs/lark.md). Every /lark/ request is refused while the verification
+    # token or the encrypt key is empty: without the key Lark neither encrypts nor signs events.
+    "LARK_APP_ID": "",
+    "LARK_APP_SECRET": "",
+    "LARK_VERIFICATION_TOKEN": "",
+    "LARK_ENCRYPT_KEY": "",
+    # Feishu (China); https://open.larksuite.com for Lark.
+    "LARK_DOMAIN": "https://open.feishu.cn",
+    # The bot's language until the user writes Chinese or English of their own.
+    "LARK_DEFAULT_LANG": "zh",
     # Requests per minute per client IP, and per API token; 0 turns the limit off.
     "RATE_LIMIT_PER_MINUTE": 120,
     # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.

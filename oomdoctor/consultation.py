@@ -60,8 +60,27 @@ _YES = {"yes", "y", "true", "on", "enabled", "是", "开", "开启", "开了", "
 _NO = {"no", "n", "false", "off", "disabled", "否", "关", "关闭", "没有", "没开", "不是", "无"}
 
 
+_OPTION_NUMBER = re.compile(r"[#(（]?\s{0,2}(\d{1,2})\s{0,2}[.)）、]?")
+
+
+def option_by_number(question: Question, message: str) -> Any:
+    """The value of option N when the reply is just "N" ("2", "#2", "2)", "２"), as chat channels
+    show options numbered; None otherwise. Never for a question whose answer is a number, where
+    "2" means two (the chat renderer does not number those options)."""
+    if question.answer == "number" or not question.options:
+        return None
+    match = _OPTION_NUMBER.fullmatch(message.strip())
+    if match is None:
+        return None
+    index = int(match.group(1))
+    return question.options[index - 1]["value"] if 1 <= index <= len(question.options) else None
+
+
 def _direct_answer(question: Question, message: str) -> Any:
-    """The answer when the message is just an option, a number or a yes/no."""
+    """The answer when the message is just an option, its number, a number or a yes/no."""
+    picked = option_by_number(question, message)
+    if picked is not None:
+        return picked
     text = message.strip().lower().rstrip(".!。！")
     for option in question.options:
         labels = {str(option["value"]).lower(), *(label.lower() for label in option["label"].values())}

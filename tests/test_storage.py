@@ -167,7 +167,8 @@ def test_an_old_postgresql_schema_gains_the_next_step(postgres):
             conn.execute("INSERT INTO schema_migrations (version, what) VALUES (%s, %s)", (step.version, step.what))
         conn.execute("INSERT INTO consultations (id, created, updated, state) VALUES ('old', 1, 1, '{}')")
     store = Store(url)
-    assert rows(store, "SELECT version FROM schema_migrations ORDER BY version") == [(1,), (2,), (3,)]
+    assert rows(store, "SELECT version FROM schema_migrations ORDER BY version") == [
+        (step.version,) for step in migrations.STEPS]
     store.turn("old", "m", _step("m"), request_id="r1")
     assert store.get("old")["messages"][0]["text"] == "m"
 
@@ -535,3 +536,17 @@ def test_a_postgresql_server_gone_at_run_time_is_a_503_then_service_resumes(post
                  f"-c port={own.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''", "start")
         r = client.get(f"/api/v1/consultations/{cid}")
         assert r.status_code == 200 and r.get_json()["turns"] == 1
+
+
+def test_a_delivery_is_claimed_once_across_store_handles(database):
+    """Two workers (two handles on one database) racing on one event id: exactly one wins."""
+    first, second = Store(database), Store(database)
+    try:
+        assert first.first_delivery("lark:ev1", now=1000.0) is True
+        assert second.first_delivery("lark:ev1", now=1001.0) is False
+        assert second.first_delivery("lark:ev2", now=1001.0) is True
+        # A key older than the keeping window is forgotten, so the platform's much later delivery counts again.
+        assert first.first_delivery("lark:ev1", keep_seconds=10, now=1100.0) is True
+    finally:
+        first.close()
+        second.close()

@@ -1,4 +1,7 @@
-"""Command line: `diagnose` a file, `estimate` a set-up, or `chat` in the terminal."""
+"""Command line: `diagnose` a file, `estimate` a set-up, `chat` in the terminal, or serve the `mcp` tools.
+
+`mcp` is parsed here and served by the MCP channel, which `python -m oomdoctor` hands in
+(`main(commands=...)`): a channel never imports another."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +9,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from .. import knowledge
 from ..consultation import default
@@ -202,13 +205,20 @@ def parser() -> argparse.ArgumentParser:
                        metavar=_metavar(spec))
     c = sub.add_parser("chat", help="an interactive consultation in the terminal")
     c.add_argument("--lang", choices=LANGUAGES, help="reply language (default: the text's)")
+    m = sub.add_parser("mcp", help="serve the MCP tools over stdio, for an assistant (see README: MCP)")
+    m.add_argument("--database", help="the database consultations are stored in: an SQLite file or a postgresql:// URL "
+                                      "(default: OOMDOCTOR_DATABASE, the one the web service uses)")
     return top
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         commands: dict[str, Callable[[argparse.Namespace, TextIO], int]] | None = None) -> int:
     args = parser().parse_args(argv)
     out = out or sys.stdout
-    handler = {"diagnose": cmd_diagnose, "estimate": cmd_estimate, "chat": cmd_chat}[args.command]
+    handlers = {"diagnose": cmd_diagnose, "estimate": cmd_estimate, "chat": cmd_chat, **(commands or {})}
+    if args.command not in handlers:
+        raise SystemExit(f"error: '{args.command}' is served by `python -m oomdoctor {args.command}`")
+    handler = handlers[args.command]
     try:
         return handler(args, out)
     except BrokenPipeError:

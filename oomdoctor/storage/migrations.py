@@ -72,6 +72,13 @@ STEPS: tuple[Step, ...] = (
         "CREATE TABLE response_posts (url TEXT PRIMARY KEY, first DOUBLE PRECISION NOT NULL, "
         "posts INTEGER NOT NULL)",
     )),
+    Step(4, "deliveries already handled (a chat platform's event id), claimed once by one worker on any host", sqlite=(
+        "CREATE TABLE deliveries (key TEXT PRIMARY KEY, seen FLOAT NOT NULL)",
+        "CREATE INDEX idx_deliveries_seen ON deliveries (seen)",
+    ), postgresql=(
+        "CREATE TABLE deliveries (key TEXT PRIMARY KEY, seen DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX idx_deliveries_seen ON deliveries (seen)",
+    )),
 )
 
 SCHEMA_VERSION = STEPS[-1].version

@@ -49,6 +49,10 @@ class OutboxEntry(NamedTuple):
     attempts: int
 
 
+# Platforms deliver an unanswered event again for a few hours at most; a day keeps every retry's key.
+DELIVERY_KEEP_SECONDS = 24 * 3600
+
+
 class Store:
     """Consultations, turns, fact snapshots, rate counters and the outbox, on one database.
 
@@ -255,6 +259,17 @@ class Store:
                 "first = CASE WHEN response_posts.first < ? THEN excluded.first ELSE response_posts.first END "
                 "RETURNING posts", (key, now, now - window, now - window)).fetchall()
         return int(rows[0][0]) <= limit
+
+    def first_delivery(self, key: str, keep_seconds: float = DELIVERY_KEEP_SECONDS, now: float | None = None) -> bool:
+        """Claim `key` (an event id a platform may deliver again, to any worker or host): True the
+        first time within `keep_seconds`, False after. One INSERT decides, so two racing workers
+        cannot both win."""
+        now = time.time() if now is None else now
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM deliveries WHERE seen < ?", (now - keep_seconds,))
+            rows = conn.execute("INSERT INTO deliveries (key, seen) VALUES (?, ?) ON CONFLICT (key) DO NOTHING "
+                                "RETURNING key", (key[:200], now)).fetchall()
+        return bool(rows)
 
     # ---------------------------------------------------------------- the outbox
 

@@ -1,5 +1,6 @@
 """The Flask application, assembled: the web layer (security, errors, input bounds, the request
-context) under the HTTP channels (REST API, web page, Slack), each a blueprint registered here.
+context) under the HTTP channels (REST API, web page, Slack, MCP over streamable HTTP, Lark),
+each a blueprint registered here.
 A channel reaches the application service through `web.context.service()` and knows nothing
 of the others."""
 from __future__ import annotations
@@ -29,10 +30,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     Store(app.config["DATABASE"]).close()
 
     from . import errors, security
-    from ..channels import page, rest, slack
+    from ..channels import lark, page, rest, slack
+    from ..channels.mcp import http as mcp_http
     errors.init_app(app)
     security.init_app(app)
-    for channel in (rest, page, slack):
+    for channel in (rest, page, slack, mcp_http, lark):
         app.register_blueprint(channel.bp)
 
     @app.teardown_appcontext

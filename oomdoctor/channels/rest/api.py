@@ -1,9 +1,15 @@
-"""The REST API's routes: consultations with follow-up questions, and stateless diagnose/estimate."""
+"""The REST API's routes: consultations with follow-up questions, and stateless diagnose/estimate.
+
+Every reply's `text` is the plain-text rendering; `?format=markdown` makes it the compact chat
+Markdown instead (render/markdown.py), for a bot that posts it as it is, at most `max_chars`
+long (default 4,000).
+"""
 from __future__ import annotations
 
 from flask import jsonify, request
 
 from ...redaction import redact
+from ...render import markdown
 from ...service import EstimateInputError, NotFound
 from ...web import input as check
 from ...web.context import service, store
@@ -21,6 +27,31 @@ def _message() -> tuple[str, str | None]:
     return text, check.language(body.get("lang"))
 
 
+FORMATS = ("text", "markdown")
+
+
+def _markdown_limit() -> int | None:
+    """`max_chars` when the query asks for format=markdown, None for plain text; read before any
+    work is done, so that a bad query changes nothing (400)."""
+    fmt = request.args.get("format", "text")
+    if fmt not in FORMATS:
+        raise BadInput(f"'format' must be one of {list(FORMATS)}")
+    raw = request.args.get("max_chars")
+    if fmt == "text":
+        if raw is not None:
+            raise BadInput("'max_chars' applies only to format=markdown")
+        return None
+    if raw is None:
+        return markdown.DEFAULT_MAX_CHARS
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and markdown.MIN_CHARS <= int(raw) <= markdown.MAX_CHARS):
+        raise BadInput(f"'max_chars' must be a whole number from {markdown.MIN_CHARS} to {markdown.MAX_CHARS}")
+    return int(raw)
+
+
+def _in_format(reply: dict, limit: int | None, render=markdown.render) -> dict:
+    return reply if limit is None else {**reply, "text": render(reply, service().kb, limit)}
+
+
 @bp.get("/healthz")
 def healthz():
     store().ping()
@@ -34,19 +65,21 @@ def openapi():
 
 @bp.post("/api/v1/consultations")
 def create_consultation():
+    limit = _markdown_limit()
     text, lang = _message()
     cid, reply = service().start(text, channel=CHANNEL, owner=request.headers.get("X-Owner", ""), lang=lang)
-    return jsonify(id=cid, reply=reply), 201
+    return jsonify(id=cid, reply=_in_format(reply, limit)), 201
 
 
 @bp.post("/api/v1/consultations/<cid>/messages")
 def add_message(cid: str):
+    limit = _markdown_limit()
     text, lang = _message()
     try:
         reply = service().reply(cid, text, lang)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
-    return jsonify(id=cid, reply=reply)
+    return jsonify(id=cid, reply=_in_format(reply, limit))
 
 
 @bp.get("/api/v1/consultations/<cid>")
@@ -72,18 +105,21 @@ def delete_consultation(cid: str):
 
 @bp.post("/api/v1/diagnose")
 def diagnose():
+    limit = _markdown_limit()
     text, lang = _message()
-    return jsonify(service().diagnose(text, lang))
+    return jsonify(_in_format(service().diagnose(text, lang), limit))
 
 
 @bp.post("/api/v1/estimate")
 def estimate():
+    limit = _markdown_limit()
     body = check.json_body(request)
     lang = check.language(body.pop("lang", None)) or "en"
     # A pasted config.json or a model name can carry a token like anything else.
     body = {k: redact(v).text if isinstance(v, str) else v for k, v in body.items()}
     try:
-        return jsonify(service().estimate(body, lang))
+        reply = service().estimate(body, lang)
     except EstimateInputError as exc:
         raise BadInput(str(exc)) from None
+    return jsonify(_in_format(reply, limit, markdown.render_estimate))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 
 from ...named_inputs import INPUTS
+from ...render import markdown
 
 _MESSAGE = {
     "type": "object",
@@ -33,6 +34,20 @@ _REPLY = {
 }
 
 
+# ?format=markdown&max_chars=N on every endpoint that replies: `text` becomes chat Markdown.
+_FORMAT = [
+    {"name": "format", "in": "query", "required": False,
+     "description": "'markdown': the reply's `text` is a compact chat message (what ran out, the cause, the estimate "
+                    "against the card, the top three remedies, or the question with numbered options; a reply of "
+                    "'2' picks option 2). Default 'text': the plain-text rendering.",
+     "schema": {"type": "string", "enum": ["text", "markdown"], "default": "text"}},
+    {"name": "max_chars", "in": "query", "required": False,
+     "description": "With format=markdown: the longest `text` in UTF-16 code units (what chat platforms count); "
+                    f"default {markdown.DEFAULT_MAX_CHARS}, under Telegram's 4,096; 2000 for Discord.",
+     "schema": {"type": "integer", "minimum": markdown.MIN_CHARS, "maximum": markdown.MAX_CHARS}},
+]
+
+
 def _errors(*codes: int) -> dict:
     return {str(c): {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}} for c in codes}
 
@@ -53,16 +68,16 @@ def document() -> dict:
                  "description": "Diagnoses out-of-memory failures in LLM fine-tuning and estimates memory."},
         "paths": {
             "/healthz": {"get": {"responses": {"200": {"description": "ok"}}}},
-            "/api/v1/consultations": {"post": {"requestBody": message_body,
+            "/api/v1/consultations": {"post": {"parameters": _FORMAT, "requestBody": message_body,
                                                 "responses": {"201": _json("Consultation", "created"), **_errors(400, 413, 415)}}},
             "/api/v1/consultations/{cid}": {
                 "get": {"parameters": cid, "responses": {"200": {"description": "transcript and state"}, **_errors(404)}},
                 "delete": {"parameters": cid, "responses": {"204": {"description": "deleted"}, **_errors(404)}},
             },
-            "/api/v1/consultations/{cid}/messages": {"post": {"parameters": cid, "requestBody": message_body,
+            "/api/v1/consultations/{cid}/messages": {"post": {"parameters": cid + _FORMAT, "requestBody": message_body,
                                                               "responses": {"200": _json("Consultation"), **_errors(400, 404, 413, 415)}}},
-            "/api/v1/diagnose": {"post": {"requestBody": message_body, "responses": {"200": _json("Reply"), **_errors(400, 413, 415)}}},
-            "/api/v1/estimate": {"post": {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "/api/v1/diagnose": {"post": {"parameters": _FORMAT, "requestBody": message_body, "responses": {"200": _json("Reply"), **_errors(400, 413, 415)}}},
+            "/api/v1/estimate": {"post": {"parameters": _FORMAT, "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "properties": estimate_props}}}},
                 "responses": {"200": {"description": "estimate"}, **_errors(400, 415)}}},
         },
