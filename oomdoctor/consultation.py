@@ -5,11 +5,10 @@ state and call it; nothing here knows about HTTP, Slack or SQLite.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import diagnosis, language, prescription, questioning, report
+from . import answers, diagnosis, language, prescription, questioning, report
 from .engine import Engine, Provenance, Result, WorkingMemory
 from .estimation import Estimation, estimate_from
 from .estimate import estimate_facts
@@ -86,34 +85,6 @@ def _skip_words(kb: KnowledgeBase) -> set[str]:
     return words
 
 
-_NUMBER = re.compile(r"(\d{1,9}(?:\.\d{1,4})?)\s{0,2}([kK])?")
-_YES = {"yes", "y", "true", "on", "enabled", "是", "开", "开启", "开了", "有", "对", "是的"}
-_NO = {"no", "n", "false", "off", "disabled", "否", "关", "关闭", "没有", "没开", "不是", "无"}
-
-
-def _direct_answer(question: Question, message: str) -> Any:
-    """The answer when the message is just an option, a number or a yes/no."""
-    text = message.strip().lower().rstrip(".!。！")
-    for option in question.options:
-        labels = {str(option["value"]).lower(), *(label.lower() for label in option["label"].values())}
-        if text in labels:
-            return option["value"]
-    if question.answer == "number":
-        # A bare number ("2048", "2k", "about 4") answers; a sentence that happens to hold
-        # one ("Colab ~12-13 GB") goes to the extractors instead.
-        numbers = _NUMBER.findall(text)
-        match = _NUMBER.search(text) if len(numbers) == 1 and len(text.split()) <= 3 else None
-        if match:
-            number = float(match.group(1)) * (1024 if match.group(2) else 1)
-            return int(number) if number.is_integer() else number
-    if question.answer == "boolean":
-        if text in _YES:
-            return True
-        if text in _NO:
-            return False
-    return None
-
-
 class Consultant:
     """Holds the knowledge base and the engine built from its rules; one per process."""
 
@@ -134,39 +105,65 @@ class Consultant:
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"
-        if pending is not None:
-            if message.strip().lower().rstrip(".!。！") in self.skip_words:
-                if pending.fact not in state.unknown:
-                    state.unknown.append(pending.fact)
-            else:
-                direct = _direct_answer(pending, message)
-                if direct is not None and kb.facts[pending.fact].accepts(direct):
-                    memory.assert_fact(pending.fact, direct, Provenance("answer", pending.id, message.strip()[:80]))
+        reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
+        if reading is not None and reading.value is not None:
+            memory.assert_fact(pending.fact, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
+        # The answer is read whole: the asked fact and everything else it states.
         for obs in observe(message, kb):
+            if reading is not None and reading.value is not None and obs.name == pending.fact:
+                continue
             memory.assert_fact(obs.name, obs.value, Provenance(source_kind, obs.extractor, obs.detail))
-        if pending is not None and pending.fact not in memory and pending.fact not in state.unknown:
-            # An answer we cannot read is not asked again: it counts as "don't know".
+        if reading is not None and reading.skipped and pending.fact not in memory and pending.fact not in state.unknown:
             state.unknown.append(pending.fact)
-            notes.append("not_understood")
+        # A fact stated later is known, whatever was skipped before.
+        state.unknown = [fact for fact in state.unknown if fact not in memory]
         state.facts = [f.as_dict() for f in memory if f.source.kind in STORED_SOURCES]
         evaluation = evaluate(memory, kb, self.engine)
         question = None
-        if allow_questions:
+        if pending is not None and not reading.skipped and pending.fact not in memory:
+            question = self._ask_again(pending, evaluation, state, notes, allow_questions)
+        held = questioning.held_back(evaluation.diagnoses, kb)
+        if question is None and allow_questions:
             question = questioning.choose(evaluation.result, kb, state.asked, state.unknown,
-                                          lambda fact, value: self._top_with(memory, fact, value), self._top(evaluation))
+                                          lambda fact, value: self._lead_with(memory, fact, value),
+                                          self._lead(evaluation), held)
+        if question is None and "setup" in held:
+            offered = questioning.deferred(evaluation.result, kb, state.asked, state.unknown)
+            if offered:
+                notes.append("offer:" + ",".join(offered))
         if question is not None:
             state.pending = question.id
             state.asked.append(question.id)
         reply = report.build(kb, evaluation, state, question, state.lang, notes)
         return state, reply
 
+    def _ask_again(self, pending: Question, evaluation: "Evaluation", state: State, notes: list[str],
+                   allow_questions: bool) -> Question | None:
+        """An answer that could not be read keeps its question open: asked once more, worded
+        differently, while it still matters; after that it counts as "don't know"."""
+        still_needed = questioning.still_needed(evaluation.result, self.kb, pending.id)
+        if (allow_questions and still_needed and state.asked.count(pending.id) < 2
+                and len(state.asked) < questioning.MAX_QUESTIONS):
+            notes.append("asked_again")
+            return replace(pending, text=pending.again) if pending.again else pending
+        if still_needed:
+            state.unknown.append(pending.fact)
+            notes.append("not_understood")
+        return None
+
     def _top(self, evaluation: Evaluation) -> str | None:
         return evaluation.diagnoses[0].scenario if evaluation.diagnoses else None
 
-    def _top_with(self, memory: WorkingMemory, fact: str, value: Any) -> str | None:
+    def _lead(self, evaluation: Evaluation) -> questioning.Lead:
+        """What the reply leads with: the top diagnosis and the first remedy."""
+        values = {f.name: f.value for f in evaluation.memory}
+        ranked = prescription.rank(evaluation.diagnoses, evaluation.result, self.kb, values, evaluation.estimation)
+        return self._top(evaluation), ranked[0].remedy if ranked else None
+
+    def _lead_with(self, memory: WorkingMemory, fact: str, value: Any) -> questioning.Lead:
         trial = memory.copy()
         trial.assert_fact(fact, value, Provenance("answer", "what-if"))
-        return self._top(evaluate(trial, self.kb, self.engine))
+        return self._lead(evaluate(trial, self.kb, self.engine))
 
     def diagnose(self, message: str, lang: str | None = None) -> dict:
         """One shot: no questions, assumptions stated."""
