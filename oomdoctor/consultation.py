@@ -155,10 +155,11 @@ class Consultant:
         return evaluation.diagnoses[0].scenario if evaluation.diagnoses else None
 
     def _lead(self, evaluation: Evaluation) -> questioning.Lead:
-        """What the reply leads with: the top diagnosis and the first remedy."""
+        """What the reply leads with: the top diagnosis, the first remedy, and whether the set-up fits."""
         values = {f.name: f.value for f in evaluation.memory}
         ranked = prescription.rank(evaluation.diagnoses, evaluation.result, self.kb, values, evaluation.estimation)
-        return self._top(evaluation), ranked[0].remedy if ranked else None
+        fits = evaluation.estimation.result.fits if evaluation.estimation is not None else None
+        return self._top(evaluation), ranked[0].remedy if ranked else None, fits
 
     def _lead_with(self, memory: WorkingMemory, fact: str, value: Any) -> questioning.Lead:
         trial = memory.copy()

@@ -66,8 +66,11 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # helps while the weights alone exceed the card); then the diagnosis's order, weighed by how much each
         # saves of the moment that failed (evaluation when that is where it died, so training's peak does not decide).
         moment = FAILED_MOMENT.get(values.get("phase"))
-        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), not _can_fit(p.after),
-                                -_weighed(p, current, moment), p.remedy))
+        # The likeliest cause's own remedy that the estimator cannot price (a fused loss) is not known to fall
+        # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
+        own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
+        out.sort(key=lambda p: (not (p.after.result.fits if p.after is not None else p.remedy in own),
+                                not _can_fit(p.after), -_weighed(p, current, moment), p.remedy))
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]

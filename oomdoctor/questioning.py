@@ -2,7 +2,8 @@
 
 Rules mark questions as needed; this module decides whether one is worth the user's time now.
 A question is asked only when some answer to it would change what the reply leads with (the
-top diagnosis or the first remedy), tried through the engine before the user is bothered.
+top diagnosis, the first remedy, or whether the set-up fits), tried through the engine before
+the user is bothered.
 When the cause found does not depend on the estimate (fragmentation, a leak, another process),
 the set-up questions wait: the answer comes first, with an offer to sharpen the estimate.
 """
@@ -19,8 +20,8 @@ ANSWER_FIRST_CONFIDENCE = 0.5
 # Ahead of the next cause by this much, no question about causes is worth asking either.
 DECISIVE_MARGIN = 0.1
 
-# What a reply leads with: (top diagnosis, first remedy).
-Lead = tuple[Any, Any]
+# What a reply leads with: (top diagnosis, first remedy, whether the estimate fits).
+Lead = tuple[Any, Any, Any]
 
 
 def candidates(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[str]) -> list[tuple[float, Question]]:
@@ -54,7 +55,7 @@ def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[st
 
     An estimate question (one moment's figure, such as the evaluation set's size) is asked
     while unanswered. A set-up or diagnosis question is asked only if one of its answers,
-    tried through the engine (`lead_with`), changes the top diagnosis or the first remedy.
+    tried through the engine (`lead_with`), changes the top diagnosis, the first remedy or the verdict.
     Questions whose purpose is `held` back wait for after the answer.
     """
     if len(asked) >= MAX_QUESTIONS:

@@ -56,7 +56,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload|"
                                           r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b", _I), "cpu"),
     ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])", _I), "fsdp"),
-    ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
+    ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[- _]?[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
     ("dist.strategy", re.compile(r"\bddp\b|DistributedDataParallel", _I), "ddp"),
     ("train.objective", re.compile(r"(?<![A-Za-z])dpo(?![A-Za-z])", _I), "dpo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])kto(?![A-Za-z])", _I), "kto"),
@@ -114,6 +114,16 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 ]
 
 
+# A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
+_DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
+DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
+            "train.precision", "log.notebook"}
+
+
+def _denied(fact: str, match: re.Match, text: str) -> bool:
+    return fact in DENIABLE and bool(_DENIED.search(text[max(0, match.start() - 16):match.start()]))
+
+
 def _seq(match: re.Match) -> int | None:
     number = int(match.group(1).replace(",", ""))
     if match.group(2):
@@ -168,7 +178,7 @@ def extract(text: str) -> Iterator[Finding]:
         for match in pattern.finditer(text):
             if fact in best and best[fact][0] <= match.start():
                 break
-            value = _value(kind, match, text)
+            value = None if _denied(fact, match, text) else _value(kind, match, text)
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
                 break
