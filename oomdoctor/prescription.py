@@ -59,6 +59,14 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         if after is not None and not _helps(after, current, values.get("oom_kind")):
             continue  # the estimate says it would not help this set-up
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
+    if not out and current is not None and diagnoses:
+        # The estimate sees no saving anywhere: it does not model this failure (a generation it cannot size),
+        # so it is no judge of the cause's own remedies.
+        for remedy_id in kb.scenarios[diagnoses[0].scenario].remedies:
+            remedy = kb.remedies[remedy_id]
+            if remedy_id in scores and changes_anything(values, remedy):
+                out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
+                                        apply_whatif(values, remedy.whatif)))
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif current is not None and current.result.fits is False:
@@ -70,7 +78,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         out.sort(key=lambda p: (not (p.after.result.fits if p.after is not None else p.remedy in own),
-                                not _can_fit(p.after), -_weighed(p, current, moment), p.remedy))
+                                not _can_fit(p.after or current), -_weighed(p, current, moment), p.remedy))
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]

@@ -25,7 +25,8 @@ _I = re.IGNORECASE
 # words come before the log they paste), and list order breaks a tie (a negation first).
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
-    ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])|低秩", _I), "lora"),
+    # A model a LoRA run produced ("lora_model", "LoRA-merged") is not how this job trains.
+    ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])(?![-_ ]?(?:merged|model\b))|低秩", _I), "lora"),
     ("train.method", re.compile(r"\bfull[- ]?(?:parameter[- ])?(?:fine[- ]?tun\w{0,4}|ft|sft|training)\b|全参|全量", _I), "full"),
     ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
@@ -55,7 +56,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}nvme\b", _I), "nvme"),
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload|"
                                           r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b", _I), "cpu"),
-    ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])", _I), "fsdp"),
+    ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])|\btorchtune\b[^\n]{0,40}\bdistributed\b|\b(?:full|lora)_finetune_distributed\b", _I), "fsdp"),
     ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[- _]?[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
     ("dist.strategy", re.compile(r"\bddp\b|DistributedDataParallel", _I), "ddp"),
     ("train.objective", re.compile(r"(?<![A-Za-z])dpo(?![A-Za-z])", _I), "dpo"),
@@ -77,6 +78,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
                          r"保存\s{0,2}(?:模型|检查点|checkpoint|权重)?\s{0,2}(?:时|的时候)", _I), "saving"),
     ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
+                         r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
                          r"(?:评估|验证|eval|evaluate)\s{0,2}(?:时|的时候)", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
                          r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载就", _I), "loading"),
@@ -99,7 +101,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"\b(?:ran|runs|run|trained|trains|went)\s{1,3}(?:fine\s{1,3}|ok\s{1,3}|well\s{1,3})?for\s{1,3}(?:about\s{1,3}|around\s{1,3}|~\s{0,1})?"
                                    r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
                                    r"(?:跑|训练|训)了?\s{0,2}(?:几十|几百|几千|两|\d{1,6}|一段时间|一会儿?|半天)\s{0,2}(?:步|个?\s{0,1}steps?|轮|个?\s{0,1}epochs?)?\s{0,2}(?:就|才|之后|以后|后)|"
-                                   r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完", _I), True),
+                                   r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完|"
+                                   r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                                    r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
@@ -159,6 +162,26 @@ def prose(text: str) -> str:
     return "\n".join(lines)
 
 
+# A consumer card named by its bare number in a list of set-up words ("qwen2.5-7b lora，4090，seq 2048").
+_BARE_CARD = re.compile(r"(?<![\w.#/-])(?:rtx\s{0,1})?((?:2080|3090|4070)\s{0,1}ti|3060|3070|3080|3090|4060\s{0,1}ti|4070|4080|4090d?|5080|5090)"
+                        r"(?![\w.]|\s{0,2}(?:steps?|samples?|examples?|tokens?|rows?|iterations?|it/s|mib|mb|gb|g\b))", _I)
+
+
+_COUNTED = re.compile(r"(?:steps?|iter\w{0,6}|epochs?|batch(?:es)?|samples?|rows?|第|of|/)\s{0,2}[:#=]?\s{0,2}$", re.I)
+
+
+def _bare_card(text: str):
+    from ..catalog import resolve_gpu_id
+
+    for match in _BARE_CARD.finditer(text):
+        if _COUNTED.search(text[max(0, match.start() - 16):match.start()]):
+            continue  # "step 4090", "第 3090 步"
+        gpu = resolve_gpu_id("rtx " + " ".join(match.group(1).split()))
+        if gpu is not None:
+            return gpu, match.group(0)
+    return None
+
+
 def extract(text: str) -> Iterator[Finding]:
     from ..catalog import find_gpu_mentions, find_model_mentions
 
@@ -172,6 +195,8 @@ def extract(text: str) -> Iterator[Finding]:
         # to what PyTorch or nvidia-smi measured, which is closer to what the job could use.
         gpu_id, _, matched = gpu
         yield Finding("gpu.name", gpu_id, matched)
+    elif (bare := _bare_card(prose(text))) is not None:
+        yield Finding("gpu.name", *bare)
     text = prose(text)
     best: dict[str, tuple[int, int, object, re.Match]] = {}
     for order, (fact, pattern, kind) in enumerate(_PATTERNS):
