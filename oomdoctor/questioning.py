@@ -19,6 +19,9 @@ MAX_QUESTIONS = 3
 ANSWER_FIRST_CONFIDENCE = 0.5
 # Ahead of the next cause by this much, no question about causes is worth asking either.
 DECISIVE_MARGIN = 0.1
+# A question is worth asking when this many of its answers would change the reply (one of two for a
+# yes/no question): an answer that matters for only one outlying option is left as an assumption.
+CHANGED_OPTIONS = 2
 
 # What a reply leads with: (top diagnosis, first remedy, whether the estimate fits).
 Lead = tuple[Any, Any, Any]
@@ -65,7 +68,9 @@ def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[st
             continue
         if question.purpose == "estimate":
             return question
-        if any(lead_with(question.fact, option["value"]) != lead_now for option in question.options):
+        options = question.options
+        changed = sum(lead_with(question.fact, option["value"]) != lead_now for option in options)
+        if changed >= min(CHANGED_OPTIONS, len(options) - 1):
             return question
     return None
 
