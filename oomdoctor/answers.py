@@ -53,6 +53,8 @@ def read(question: Question, message: str, kb: KnowledgeBase, skip_words: set[st
             return Reading(skipped=True)
         return Reading(_polarity(first))
     value = _option(question, text)
+    if value is None and question.fact == "model.name":
+        value = _model_size_first(text)
     if value is None and question.answer == "number":
         value = _number(question.fact, text, kb)
     if value is None and question.answer == "choice" and any(o["value"] == "none" for o in question.options):
@@ -97,6 +99,21 @@ def _option(question: Question, text: str) -> Any:
              if isinstance(option["value"], str) and len(option["value"]) > 2
              and re.search(r"(?<![A-Za-z0-9_-])" + re.escape(option["value"].lower()) + r"(?![A-Za-z0-9_-])", lowered)}
     return found.pop() if len(found) == 1 else None
+
+
+_SIZE = re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d)?)\s{0,1}[bB](?![\w.])")
+
+
+def _model_size_first(text: str) -> str | None:
+    """A model named size first ("a 7B Llama 2", "8B 的 llama3"): the catalog knows it size last."""
+    from .catalog import find_model_mentions
+
+    size = _SIZE.search(text)
+    if size is None or find_model_mentions(text):
+        return None
+    rest = " ".join((text[:size.start()] + " " + text[size.end():]).split())
+    found = find_model_mentions(f"{rest} {size.group(1)}B")
+    return found[0][0] if found else None
 
 
 def _number(fact: str, text: str, kb: KnowledgeBase) -> int | float | None:

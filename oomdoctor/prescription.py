@@ -71,14 +71,17 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif current is not None and current.result.fits is False:
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
-        # helps while the weights alone exceed the card); then the diagnosis's order, weighed by how much each
-        # saves of the moment that failed (evaluation when that is where it died, so training's peak does not decide).
+        # helps while the weights alone exceed the card); among what falls short, the diagnosis's order weighed
+        # by how much each saves of the moment that failed (evaluation when that is where it died).
         moment = FAILED_MOMENT.get(values.get("phase"))
         # The likeliest cause's own remedy that the estimator cannot price (a fused loss) is not known to fall
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
-        out.sort(key=lambda p: (not (p.after.result.fits if p.after is not None else p.remedy in own),
-                                not _can_fit(p.after or current), -_weighed(p, current, moment), p.remedy))
+        # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
+        def key(p: Prescription):
+            fits = p.after.result.fits if p.after is not None else p.remedy in own
+            return (not fits, not _can_fit(p.after or current), -(p.score if fits else _weighed(p, current, moment)), p.remedy)
+        out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]

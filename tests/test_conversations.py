@@ -195,32 +195,31 @@ def run(script: Script, consultant=None) -> Outcome:
     talk = Conversation(consultant or consultation.default())
     outcome = Outcome(script, stated=dict(script.facts))
     heard: dict[str, int] = {}
-    talk.push(script.first)
-    reply = talk.pop()
-    outcome.replies.append(reply)
-    for _ in range(MAX_TURNS):
-        if reply["status"] != "question":
-            break
-        question = reply["questions"][0]
-        fact = question["fact"]
-        outcome.asked.append((fact, question["text"]))
-        scripted = script.answers.get(fact, ())
-        turn = heard.get(fact, 0)
-        heard[fact] = turn + 1
-        if turn < len(scripted):
-            answer = scripted[turn]
-            outcome.stated.update(answer.means)
-            message = answer.say
-        else:
-            outcome.unscripted.append(fact)
-            message = SKIP[outcome.expected_lang(len(outcome.replies))]
+    for message in (script.first, *script.after):
         talk.push(message)
         reply = talk.pop()
         outcome.replies.append(reply)
-    for message in script.after:
-        talk.push(message)
-        outcome.replies.append(talk.pop())
+        for _ in range(MAX_TURNS):
+            if reply["status"] != "question":
+                break
+            talk.push(_answer_to(reply["questions"][0], script, outcome, heard))
+            reply = talk.pop()
+            outcome.replies.append(reply)
     return outcome
+
+
+def _answer_to(question: dict, script: Script, outcome: Outcome, heard: dict[str, int]) -> str:
+    """What the user says to a question: the next scripted answer about its fact, else "don't know"."""
+    fact = question["fact"]
+    outcome.asked.append((fact, question["text"]))
+    scripted = script.answers.get(fact, ())
+    turn = heard.get(fact, 0)
+    heard[fact] = turn + 1
+    if turn < len(scripted):
+        outcome.stated.update(scripted[turn].means)
+        return scripted[turn].say
+    outcome.unscripted.append(fact)
+    return SKIP[outcome.expected_lang(len(outcome.replies))]
 
 
 @functools.lru_cache(maxsize=1)

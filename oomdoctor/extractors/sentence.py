@@ -16,7 +16,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
-            "model.new_tokens", "train.compile_mode", "data.num_workers"}
+            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -49,6 +49,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.grad_checkpointing", re.compile(r"(?<!no )(?<!without )(?:gradient|grad|activation)[- _]?checkpointing|梯度检查点|重计算|"
                                             r"(?<![A-Za-z])checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled|true)\b", _I), True),
     ("model.load_dtype", re.compile(r"\b4[- ]?bit\b|\bnf4\b|4比特|四比特", _I), "nf4"),
+    # "bf16 weights", "loaded in fp16", "权重 bf16 加载": the dtype of the weights, not only the training precision.
+    ("model.load_dtype", re.compile(r"\b(bf16|bfloat16|fp16|float16|fp32|float32)\s{1,3}weights\b|"
+                                    r"\bweights?\s{1,3}(?:are\s{1,3}|is\s{1,3})?(?:in|as)\s{1,3}(bf16|bfloat16|fp16|float16|fp32|float32)\b|"
+                                    r"\bload(?:ed|ing|s)?\s{1,3}(?:the\s{1,3})?(?:model\s{1,3}|weights\s{1,3})?(?:in|as)\s{1,3}(bf16|bfloat16|fp16|float16|fp32|float32)\b|"
+                                    r"(?:权重|模型)?\s{0,3}(?:用|以|按)?\s{0,3}(bf16|fp16|fp32)\s{0,3}(?:精度)?\s{0,3}加载", _I), "dtype"),
     ("model.load_dtype", re.compile(r"\b8[- ]?bit\b(?!\s{0,2}(?:adam|optim))|\bint8\b", _I), "int8"),
     ("dist.zero_stage", re.compile(r"(?<![A-Za-z0-9])(?:zero|ds_z)[- _]?(?:stage[- _]?)?([0-3])(?![0-9])|"
                                    r"(?<![A-Za-z])(?:deepspeed|ds_config)[- _]{1,3}(?:zero[- _]?)?stage[- _]?([0-3])(?![0-9])", _I), "stage"),
@@ -88,6 +93,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
+                         r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
                          r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics|accuracy)\b", _I), True),
@@ -104,6 +110,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完|"
                                    r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
+                                   r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
                                    r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
@@ -113,6 +120,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     r"\bresiz\w{0,3}\s{1,3}(?:the\s{1,3})?(?:vocab\w{0,6}|embeddings?)\b|新(?:的)?\s{0,2}(?:special\s{0,2})?token|resize\s{0,2}了?\s{0,2}词表|扩(?:充)?词表", _I), True),
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
     ("data.num_workers", re.compile(r"(?<![A-Za-z])(?:dataloader_)?num_workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    ("log.failed_step", re.compile(r"\b(?:at|on|in)\s{1,3}step\s{1,3}(\d{1,7})\b|第\s{0,2}(\d{1,7})\s{0,2}步", _I), "count"),
+    ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
 ]
 
@@ -224,6 +233,9 @@ def _value(kind, match: re.Match, text: str):
         if _NOT_A_LENGTH.search(text[max(0, match.start() - 24):match.start()]):
             return None
         return _seq(match)
+    if kind == "dtype":
+        word = next(g for g in match.groups() if g).lower()
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(word, word)
     if kind == "stage":
         return int(next(g for g in match.groups() if g))
     if kind == "count":
