@@ -20,7 +20,7 @@ SIZE_UNITS = {"g", "gb", "gib"}
 MAX_ANSWER_CHARS = 2000
 
 # A number standing alone: not inside a name (bf16, A100, v0.3, 3090s, 4-bit, 2.5-7b).
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.\-])(\d{1,9}(?:\.\d{1,4})?)(?:\s{0,2}([A-Za-z]{1,3}))?(?![A-Za-z0-9_]|\.\d|-[A-Za-z0-9])")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.\-])(\d{1,9}(?:\.\d{1,4})?)(\s{0,2})([A-Za-z]{1,3})?(?![A-Za-z0-9_]|\.\d|-[A-Za-z0-9])")
 # Only a count or a size may follow: 2k, 8x, 64GB; "tokens", "rows", "GPUs" are separate words.
 _SUFFIXES = {"k", "x", *SIZE_UNITS}
 _WORD_NUMBERS = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -153,9 +153,11 @@ def _number(fact: str, text: str, kb: KnowledgeBase) -> int | float | None:
 def _numbers(fact: str, clause: str) -> list[int | float]:
     out: list[int | float] = []
     for match in _NUMBER.finditer(clause):
-        suffix = (match.group(2) or "").lower()
+        suffix = (match.group(3) or "").lower()
         if suffix and suffix not in _SUFFIXES:
-            continue
+            if not match.group(2):
+                continue  # "16bit", "7b": one token, not a number
+            suffix = ""  # "2 of them": the next word is not a unit
         if suffix in SIZE_UNITS and not fact.endswith("_gib"):
             continue
         number = float(match.group(1))
