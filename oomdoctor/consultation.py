@@ -108,9 +108,12 @@ class Consultant:
         reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
         if reading is not None and reading.value is not None:
             memory.assert_fact(pending.fact, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
-        # The answer is read whole: the asked fact and everything else it states.
+        # The answer is read whole: the asked fact and everything else it states. What it mentions in passing
+        # adds facts but does not rewrite known ones ("A100" answering "how many GPUs?" is not a new card).
         for obs in observe(message, kb):
             if reading is not None and reading.value is not None and obs.name == pending.fact:
+                continue
+            if pending is not None and obs.name != pending.fact and obs.name in memory:
                 continue
             memory.assert_fact(obs.name, obs.value, Provenance(source_kind, obs.extractor, obs.detail))
         if reading is not None and reading.skipped and pending.fact not in memory and pending.fact not in state.unknown:

@@ -16,7 +16,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
-            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps"}
+            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -120,6 +120,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     r"\bresiz\w{0,3}\s{1,3}(?:the\s{1,3})?(?:vocab\w{0,6}|embeddings?)\b|新(?:的)?\s{0,2}(?:special\s{0,2})?token|resize\s{0,2}了?\s{0,2}词表|扩(?:充)?词表", _I), True),
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
     ("data.num_workers", re.compile(r"(?<![A-Za-z])(?:dataloader_)?num_workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
+    ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
+                                           r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
     ("log.failed_step", re.compile(r"\b(?:at|on|in)\s{1,3}step\s{1,3}(\d{1,7})\b|第\s{0,2}(\d{1,7})\s{0,2}步", _I), "count"),
     ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
@@ -216,8 +219,22 @@ def extract(text: str) -> Iterator[Finding]:
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
                 break
+    plain = _plain_launch(text) if "dist.strategy" not in best else None
+    if plain is not None:
+        best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
     for fact, (_, _, value, match) in sorted(best.items(), key=lambda item: item[1][:2]):
         yield Finding(fact, value, snippet(text, match.start(), match.end()))
+
+
+_LAUNCHER = re.compile(r"\btorchrun\b|--nproc[-_]per[-_]node|\baccelerate\s{1,3}launch\b|torch\.distributed\.(?:launch|run)\b", _I)
+_NO_SHARDING = re.compile(r"\b(?:no|without|not|nor)\s{1,3}(?:using\s{1,3})?(?:deepspeed|fsdp|zero)\b|(?:不用|没用|没有用|没有)\s{0,2}(?:deepspeed|fsdp|zero)", _I)
+
+
+def _plain_launch(text: str) -> re.Match | None:
+    """Several processes launched with ZeRO and FSDP denied in so many words: plain DDP."""
+    if _LAUNCHER.search(text) is None:
+        return None
+    return _NO_SHARDING.search(text)
 
 
 # Words before "N tokens" that make it an amount of data or output, not a sequence length.
