@@ -47,16 +47,21 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     # A rule that names the remedy for exactly this situation (TensorFlow's memory growth) outweighs a cause's list.
     for conclusion in result.of_kind("recommend"):
         scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+    stated = values
     if current is not None:
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
         values = {**{a.fact: a.value for a in current.assumptions}, **values}
+    own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
-        if not changes_anything(values, remedy):
+        # Setting what was only assumed is a change: the cause found may say the assumption is wrong
+        # (bf16 assumed, fp32 diagnosed).
+        guessed = _sets_assumed(remedy, stated)
+        if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and not _helps(after, current, values.get("oom_kind")):
+        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (guessed and remedy_id in own):
             continue  # the estimate says it would not help this set-up
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
     if not out and current is not None and diagnoses:
@@ -97,6 +102,12 @@ def _weighed(p: Prescription, current: Estimation, moment: str | None = None) ->
     else:
         before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
     return p.score * (0.5 + max(0.0, before - now) / before)
+
+
+def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:
+    """Whether a remedy only sets facts nobody stated, so that the estimate, which assumed them, cannot judge it."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return bool(sets) and not remedy.whatif.get("multiply") and all(name not in stated for name in sets)
 
 
 def _can_fit(after: Estimation | None) -> bool:
