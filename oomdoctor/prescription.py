@@ -101,7 +101,7 @@ def _weighed(p: Prescription, current: Estimation, moment: str | None = None) ->
         before, now = current.result.moments[moment], p.after.result.moments[moment]
     else:
         before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
-    return p.score * (0.5 + max(0.0, before - now) / before)
+    return p.score * (0.75 + max(0.0, before - now) / before / 2)
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:

@@ -30,9 +30,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"\bfull[- ]?(?:parameter[- ])?(?:fine[- ]?tun\w{0,4}|ft|sft|training)\b|全参|全量", _I), "full"),
     ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
-    ("train.batch_size", re.compile(r"(?<![A-Za-z])(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
+    # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
+    ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
+                                    r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
-    ("train.batch_size", re.compile(r"(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|改成|降到|减到|降为|减为|用|已经是|只有)?"
+    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|改成|降到|减到|降为|减为|用|已经是|只有)?"
                                     r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
                                  r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
