@@ -125,7 +125,8 @@ class Consultant:
         question = None
         if pending is not None and not reading.skipped and pending.fact not in memory:
             question = self._ask_again(pending, evaluation, state, notes, allow_questions)
-        held = questioning.held_back(evaluation.diagnoses, kb)
+        held = questioning.held_back(evaluation.diagnoses, kb,
+                                     evaluation.memory.value("phase") in prescription.FAILED_MOMENT)
         if question is None and allow_questions:
             question = questioning.choose(evaluation.result, kb, state.asked, state.unknown,
                                           lambda fact, value: self._lead_with(memory, fact, value),

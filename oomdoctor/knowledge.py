@@ -320,8 +320,8 @@ def _load_scenarios(path: Path, remedies: dict[str, Remedy]) -> dict[str, Scenar
 
 ANSWER_TYPES = ("choice", "number", "boolean", "free")
 # setup: the job's set-up the estimate needs; estimate: a figure of one moment (evaluation);
-# diagnosis: a fact that tells causes apart.
-PURPOSES = ("setup", "estimate", "diagnosis")
+# reconcile: what makes the estimate agree with the log; diagnosis: a fact that tells causes apart.
+PURPOSES = ("setup", "estimate", "reconcile", "diagnosis")
 
 
 def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Question]:

@@ -39,17 +39,21 @@ def candidates(result: Result, kb: KnowledgeBase, asked: list[str], unknown: lis
     return ranked
 
 
-def held_back(diagnoses: Sequence, kb: KnowledgeBase) -> frozenset[str]:
+def held_back(diagnoses: Sequence, kb: KnowledgeBase, priced_moment: bool = False) -> frozenset[str]:
     """The purposes of questions not worth asking before the answer.
 
     When the likeliest cause's remedies do not depend on the memory estimate, the set-up
-    waits; when that cause is also clearly ahead of the next, questions about causes do too.
+    waits; when that cause is also clearly ahead of the next, questions about causes, and
+    those that only make the estimate agree with the log, do too (unless the reply prices the
+    moment that failed, such as evaluation, from that estimate).
     """
     top = diagnoses[0] if diagnoses else None
     if not (top and top.confidence >= ANSWER_FIRST_CONFIDENCE and kb.scenarios[top.scenario].answer_first):
         return frozenset()
     runner_up = diagnoses[1].confidence if len(diagnoses) > 1 else 0.0
-    return frozenset({"setup", "diagnosis"} if top.confidence - runner_up >= DECISIVE_MARGIN else {"setup"})
+    if top.confidence - runner_up >= DECISIVE_MARGIN:
+        return frozenset({"setup", "diagnosis"} if priced_moment else {"setup", "reconcile", "diagnosis"})
+    return frozenset({"setup"})
 
 
 def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[str],
@@ -66,7 +70,7 @@ def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[st
     for _, question in candidates(result, kb, asked, unknown):
         if question.purpose in held:
             continue
-        if question.purpose == "estimate":
+        if question.purpose in ("estimate", "reconcile"):
             return question
         options = question.options
         changed = sum(lead_with(question.fact, option["value"]) != lead_now for option in options)
