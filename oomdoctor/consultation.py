@@ -127,7 +127,8 @@ class Consultant:
             question = self._ask_again(pending, evaluation, state, notes, allow_questions)
         held = questioning.held_back(evaluation.diagnoses, kb,
                                      evaluation.memory.value("phase") in prescription.FAILED_MOMENT)
-        if question is None and allow_questions:
+        # Someone who could not answer one question gets the answer now rather than another question.
+        if question is None and allow_questions and not state.unknown:
             question = questioning.choose(evaluation.result, kb, state.asked, state.unknown,
                                           lambda fact, value: self._lead_with(memory, fact, value),
                                           self._lead(evaluation), held)
