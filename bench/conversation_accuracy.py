@@ -36,6 +36,7 @@ def main() -> int:
           f" = {f['facts_understood'] / max(1, f['facts_stated']):.1%}   (target 100%)")
     print(f"language flips              {f['lang_flips']}   (target 0)")
     print(f"questions per consultation  {f['questions_mean']:.2f}   (target <= {runner.QUESTIONS_TARGET})")
+    print(f"within the expert's budget  {f['within_budget']:.1%}   (target >= {runner.WITHIN_BUDGET_TARGET:.0%})")
     histogram = collections.Counter(o.questions for o in results)
     print("questions asked              " + ", ".join(f"{k}: {histogram[k]}" for k in sorted(histogram)))
     asked = collections.Counter(fact for o in results for fact, _ in o.asked)
