@@ -117,6 +117,8 @@ class Question:
     options: tuple[dict[str, Any], ...] = ()
     # A second wording, for asking once more when the first answer could not be read.
     again: dict[str, str] | None = None
+    # What the question is about, in a few words ("the model"), for a reply that lists what it would ask.
+    topic: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -329,7 +331,7 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         "id": Field("str"), "fact": Field("str"), "purpose": Field("enum", values=PURPOSES),
         "priority": Field("int"), "text": Field("text"), "why": Field("text"),
         "answer": Field("enum", values=ANSWER_TYPES), "options": Field("list", required=False),
-        "again": Field("text", required=False),
+        "again": Field("text", required=False), "topic": Field("text", required=False),
     }
     option_schema = {"value": Field("any"), "label": Field("text")}
     out = {}
@@ -343,7 +345,8 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         if entry["answer"] == "choice" and not options:
             raise KnowledgeError(f"{where}: a choice question needs options")
         out[entry["id"]] = Question(entry["id"], entry["fact"], entry["purpose"], entry["priority"], entry["text"],
-                                    entry["why"], entry["answer"], tuple(options), entry.get("again"))
+                                    entry["why"], entry["answer"], tuple(options), entry.get("again"),
+                                    entry.get("topic"))
     return out
 
 

@@ -80,8 +80,8 @@ def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[st
 
 
 def deferred(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[str]) -> list[str]:
-    """The set-up facts left unasked because the answer did not need them: what would sharpen the estimate."""
-    return [q.fact for _, q in candidates(result, kb, asked, unknown) if q.purpose == "setup"]
+    """The set-up questions left unasked because the answer did not need them: what would sharpen the estimate."""
+    return [q.id for _, q in candidates(result, kb, asked, unknown) if q.purpose == "setup"]
 
 
 def still_needed(result: Result, kb: KnowledgeBase, question_id: str) -> bool:

@@ -159,7 +159,8 @@ def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
         elif key == "offer":
             # Set-up questions left for later, because the answer did not depend on them.
             wanted = "、".join if lang == "zh" else ", ".join
-            out.append(kb.text("notice.offer", lang, facts=wanted(kb.facts[f].text[lang] for f in count.split(","))))
+            topics = [(q.topic or kb.facts[q.fact].text)[lang] for q in map(kb.questions.get, count.split(",")) if q]
+            out.append(kb.text("notice.offer", lang, facts=wanted(topics)))
         elif f"notice.{key}" in kb.texts:
             out.append(kb.text(f"notice.{key}", lang))
     return out
