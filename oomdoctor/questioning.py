@@ -72,10 +72,11 @@ def choose(result: Result, kb: KnowledgeBase, asked: list[str], unknown: list[st
             continue
         if question.purpose in ("estimate", "reconcile"):
             return question
-        options = question.options
-        changed = sum(lead_with(question.fact, option["value"]) != lead_now for option in options)
-        if changed >= min(CHANGED_OPTIONS, len(options) - 1):
-            return question
+        needed, changed = min(CHANGED_OPTIONS, len(question.options) - 1), 0
+        for option in question.options:
+            changed += lead_with(question.fact, option["value"]) != lead_now
+            if changed >= needed:
+                return question
     return None
 
 
