@@ -30,9 +30,14 @@ _WORD_NUMBER = re.compile(r"(?<![A-Za-z-])(" + "|".join(sorted(_WORD_NUMBERS, ke
 _ZH_DIGITS = {"单": 1, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _ZH_NUMBER = re.compile(r"(十[一二三四五六七八九]?|[一二三四五六七八九]十[一二三四五六七八九]?|[单一两二三四五六七八九])\s{0,1}(?:张|块|台|个|卡|条|步|个?\s{0,1}worker)")
 _CLAUSES = re.compile(r"[,;，；、\n]|(?<=[A-Za-z0-9)])\.(?=\s)|。|\band\b|\bbut\b|但是|并且")
-# Yes and no in the words people use; a negation anywhere in the first clause wins ("not enabled").
-_NO = re.compile(r"\b(?:no|nope|nah|not|never|none|off|disabled?|false|without)\b|n't\b|没|不|否|关|未|无", re.I)
-_YES = re.compile(r"\b(?:yes|yep|yeah|yup|ya|sure|on|enabled?|true|correct|indeed|of\s{1,3}course|it\s{1,3}is|it\s{1,3}was)\b|是|对|开|有|嗯|启用|好的", re.I)
+# Yes and no in the words people use; a negation anywhere in the first clause wins ("not enabled"). Single
+# characters count only where they cannot be part of another word: "开" answers at the start of a clause,
+# not inside "一开始" (at once); "关" not inside "关于".
+_NO = re.compile(r"\b(?:no|nope|nah|not|never|none|off|disabled?|false|without)\b|n't\b|"
+                 r"没|不是|不开|不用|否|关了|关闭|关掉|未开|未启用|^不|^无", re.I)
+_YES = re.compile(r"\b(?:yes|yep|yeah|yup|ya|sure|enabled?|true|correct|indeed|of\s{1,3}course)\b|"
+                  r"\b(?:it'?s|is|was|turned|switched|set)\s{1,3}on\b|^on$|^it\s{1,3}(?:is|was)$|"
+                  r"开了|开着|打开|开启|启用|是的|对的|有的|已开|^(?:是|对|嗯|好|有|开)", re.I)
 _FILLER = re.compile(r"^(?:i\s{1,3}|sorry,?\s{1,3}|honestly,?\s{1,3}|um+,?\s{1,3}|我|其实|说实话|抱歉，?)", re.I)
 
 

@@ -71,3 +71,12 @@ def test_several_facts_in_one_answer_give_the_asked_one():
 ])
 def test_options_named_in_a_sentence(question, message, value):
     assert read(question, message).value == value
+
+
+@pytest.mark.parametrize("question, message", [
+    ("ask_grad_checkpointing", "on a 4090 it fails"),   # "on" as a preposition is no "yes"
+    ("ask_after_steps", "一开始就挂了"),                  # "开" inside "一开始" is no "yes"
+    ("ask_grad_checkpointing", "关于这个不太清楚"),        # "关" inside "关于" is no "no"
+])
+def test_yes_and_no_words_inside_other_words_answer_nothing(question, message):
+    assert read(question, message).value is None

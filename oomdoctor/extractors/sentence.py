@@ -113,7 +113,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                                    r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
-                                   r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), False),
+                                   r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就|"
+                                   r"^\s{0,3}一开始就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
     ("train.precision", re.compile(r"\bbf16\b|\bbfloat16\b", _I), "bf16"),
