@@ -270,27 +270,26 @@ def test_the_corpus_is_large_covers_every_scenario_and_names_only_known_things()
         assert s.lang in ("en", "zh") and set(s.langs) <= {"en", "zh"}, s.id
 
 
-def test_top_diagnosis_rate():
+def _at_least(share_of: str, ok, target: float) -> None:
     results = outcomes()
-    wrong = [o for o in results if not o.diagnosis_ok]
+    wrong = [o for o in results if not ok(o)]
     rate = 1 - len(wrong) / len(results)
-    assert rate >= TOP1_TARGET, f"top diagnosis right for {rate:.1%} < {TOP1_TARGET:.0%}:\n{_report(wrong)}"
+    assert rate >= target, f"{share_of} for {rate:.1%} < {target:.0%}:\n{_report(wrong)}"
+
+
+def test_top_diagnosis_rate():
+    _at_least("top diagnosis right", lambda o: o.diagnosis_ok, TOP1_TARGET)
 
 
 def test_first_remedy_rate():
-    results = outcomes()
-    wrong = [o for o in results if not o.remedy_ok]
-    rate = 1 - len(wrong) / len(results)
-    assert rate >= REMEDY_TARGET, f"first remedy acceptable for {rate:.1%} < {REMEDY_TARGET:.0%}:\n{_report(wrong)}"
+    _at_least("first remedy acceptable", lambda o: o.remedy_ok, REMEDY_TARGET)
 
 
 def test_questions_per_consultation():
     results = outcomes()
     mean = sum(o.questions for o in results) / len(results)
     assert mean <= QUESTIONS_TARGET, f"{mean:.2f} questions per consultation"
-    over = [o for o in results if not o.within_budget]
-    within = 1 - len(over) / len(results)
-    assert within >= WITHIN_BUDGET_TARGET, f"within the expert's question budget for {within:.1%}:\n{_report(over)}"
+    _at_least("within the expert's question budget", lambda o: o.within_budget, WITHIN_BUDGET_TARGET)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.id for s in SCRIPTS])
