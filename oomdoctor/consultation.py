@@ -5,12 +5,11 @@ state and call it; nothing here knows about HTTP, Slack or SQLite.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import language
-from .conclusions import questioning, report
+from . import answers, language
+from .conclusions import prescription, questioning, report
 from .conclusions.evaluation import Evaluation, evaluate
 from .engine import Engine, Provenance, WorkingMemory
 from .knowledge import KnowledgeBase, Question
@@ -55,53 +54,6 @@ def _skip_words(kb: KnowledgeBase) -> set[str]:
     return words
 
 
-_NUMBER = re.compile(r"(\d{1,9}(?:\.\d{1,4})?)\s{0,2}([kK])?")
-_YES = {"yes", "y", "true", "on", "enabled", "是", "开", "开启", "开了", "有", "对", "是的"}
-_NO = {"no", "n", "false", "off", "disabled", "否", "关", "关闭", "没有", "没开", "不是", "无"}
-
-
-_OPTION_NUMBER = re.compile(r"[#(（]?\s{0,2}(\d{1,2})\s{0,2}[.)）、]?")
-
-
-def option_by_number(question: Question, message: str) -> Any:
-    """The value of option N when the reply is just "N" ("2", "#2", "2)", "２"), as chat channels
-    show options numbered; None otherwise. Never for a question whose answer is a number, where
-    "2" means two (the chat renderer does not number those options)."""
-    if question.answer == "number" or not question.options:
-        return None
-    match = _OPTION_NUMBER.fullmatch(message.strip())
-    if match is None:
-        return None
-    index = int(match.group(1))
-    return question.options[index - 1]["value"] if 1 <= index <= len(question.options) else None
-
-
-def _direct_answer(question: Question, message: str) -> Any:
-    """The answer when the message is just an option, its number, a number or a yes/no."""
-    picked = option_by_number(question, message)
-    if picked is not None:
-        return picked
-    text = message.strip().lower().rstrip(".!。！")
-    for option in question.options:
-        labels = {str(option["value"]).lower(), *(label.lower() for label in option["label"].values())}
-        if text in labels:
-            return option["value"]
-    if question.answer == "number":
-        # A bare number ("2048", "2k", "about 4") answers; a sentence that happens to hold
-        # one ("Colab ~12-13 GB") goes to the extractors instead.
-        numbers = _NUMBER.findall(text)
-        match = _NUMBER.search(text) if len(numbers) == 1 and len(text.split()) <= 3 else None
-        if match:
-            number = float(match.group(1)) * (1024 if match.group(2) else 1)
-            return int(number) if number.is_integer() else number
-    if question.answer == "boolean":
-        if text in _YES:
-            return True
-        if text in _NO:
-            return False
-    return None
-
-
 class Consultant:
     """Holds the knowledge base and the engine built from its rules; one per process."""
 
@@ -122,26 +74,37 @@ class Consultant:
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"
-        if pending is not None:
-            if message.strip().lower().rstrip(".!。！") in self.skip_words:
-                if pending.fact not in state.unknown:
-                    state.unknown.append(pending.fact)
-            else:
-                direct = _direct_answer(pending, message)
-                if direct is not None and kb.facts[pending.fact].accepts(direct):
-                    memory.assert_fact(pending.fact, direct, Provenance("answer", pending.id, message.strip()[:80]))
+        reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
+        if reading is not None and reading.value is not None:
+            memory.assert_fact(pending.fact, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
+        # The answer is read whole: the asked fact and everything else it states. What it mentions in passing
+        # adds facts but does not rewrite known ones ("A100" answering "how many GPUs?" is not a new card).
         for obs in observe(message, kb):
+            if reading is not None and reading.value is not None and obs.name == pending.fact:
+                continue
+            if pending is not None and obs.name != pending.fact and obs.name in memory:
+                continue
             memory.assert_fact(obs.name, obs.value, Provenance(source_kind, obs.extractor, obs.detail))
-        if pending is not None and pending.fact not in memory and pending.fact not in state.unknown:
-            # An answer we cannot read is not asked again: it counts as "don't know".
+        if reading is not None and reading.skipped and pending.fact not in memory and pending.fact not in state.unknown:
             state.unknown.append(pending.fact)
-            notes.append("not_understood")
+        # A fact stated later is known, whatever was skipped before.
+        state.unknown = [fact for fact in state.unknown if fact not in memory]
         state.facts = [f.as_dict() for f in memory if f.source.kind in STORED_SOURCES]
         evaluation = evaluate(memory, kb, self.engine)
         question = None
-        if allow_questions:
+        if pending is not None and not reading.skipped and pending.fact not in memory:
+            question = self._ask_again(pending, evaluation, state, notes, allow_questions)
+        held = questioning.held_back(evaluation.diagnoses, kb,
+                                     evaluation.memory.value("phase") in prescription.FAILED_MOMENT)
+        # Someone who could not answer one question gets the answer now rather than another question.
+        if question is None and allow_questions and not state.unknown:
             question = questioning.choose(evaluation.result, kb, state.asked, state.unknown,
-                                          lambda fact, value: self._top_with(memory, fact, value), self._top(evaluation))
+                                          lambda fact, value: self._lead_with(memory, fact, value),
+                                          self._lead(evaluation), held)
+        if question is None and "setup" in held:
+            offered = questioning.deferred(evaluation.result, kb, state.asked, state.unknown)
+            if offered:
+                notes.append("offer:" + ",".join(offered))
         if question is not None:
             state.pending = question.id
             state.asked.append(question.id)
@@ -149,13 +112,34 @@ class Consultant:
         reply["text"] = render_text.render(reply, kb)
         return state, reply
 
+    def _ask_again(self, pending: Question, evaluation: "Evaluation", state: State, notes: list[str],
+                   allow_questions: bool) -> Question | None:
+        """An answer that could not be read keeps its question open: asked once more, worded
+        differently, while it still matters; after that it counts as "don't know"."""
+        still_needed = questioning.still_needed(evaluation.result, self.kb, pending.id)
+        if (allow_questions and still_needed and state.asked.count(pending.id) < 2
+                and len(state.asked) < questioning.MAX_QUESTIONS):
+            notes.append("asked_again")
+            return replace(pending, text=pending.again) if pending.again else pending
+        if still_needed:
+            state.unknown.append(pending.fact)
+            notes.append("not_understood")
+        return None
+
     def _top(self, evaluation: Evaluation) -> str | None:
         return evaluation.diagnoses[0].scenario if evaluation.diagnoses else None
 
-    def _top_with(self, memory: WorkingMemory, fact: str, value: Any) -> str | None:
+    def _lead(self, evaluation: Evaluation) -> questioning.Lead:
+        """What the reply leads with: the top diagnosis, the first remedy, and whether the set-up fits."""
+        values = {f.name: f.value for f in evaluation.memory}
+        ranked = prescription.rank(evaluation.diagnoses, evaluation.result, self.kb, values, evaluation.estimation)
+        fits = evaluation.estimation.result.fits if evaluation.estimation is not None else None
+        return self._top(evaluation), ranked[0].remedy if ranked else None, fits
+
+    def _lead_with(self, memory: WorkingMemory, fact: str, value: Any) -> questioning.Lead:
         trial = memory.copy()
         trial.assert_fact(fact, value, Provenance("answer", "what-if"))
-        return self._top(evaluate(trial, self.kb, self.engine))
+        return self._lead(evaluate(trial, self.kb, self.engine))
 
     def diagnose(self, message: str, lang: str | None = None) -> dict:
         """One shot: no questions, assumptions stated."""

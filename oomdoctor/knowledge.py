@@ -85,6 +85,8 @@ class Scenario:
     verify: dict[str, str]
     remedies: tuple[str, ...]
     sources: tuple[str, ...] = ()
+    # Its remedies do not depend on the memory estimate: answer first, ask for the set-up after.
+    answer_first: bool = False
 
     @property
     def oom_kind(self) -> str:
@@ -113,6 +115,10 @@ class Question:
     why: dict[str, str]
     answer: str
     options: tuple[dict[str, Any], ...] = ()
+    # A second wording, for asking once more when the first answer could not be read.
+    again: dict[str, str] | None = None
+    # What the question is about, in a few words ("the model"), for a reply that lists what it would ask.
+    topic: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,7 @@ def _load_scenarios(path: Path, remedies: dict[str, Remedy]) -> dict[str, Scenar
     schema = {
         "id": Field("str"), "oom_kind": Field("any"), "title": Field("text"),
         "summary": Field("text"), "verify": Field("text"), "remedies": Field("list"), "sources": Field("list", required=False),
+        "answer_first": Field("bool", required=False),
     }
     out = {}
     for where, entry in _entries(path, "scenarios"):
@@ -308,12 +315,15 @@ def _load_scenarios(path: Path, remedies: dict[str, Remedy]) -> dict[str, Scenar
         for kind in kinds:
             check_value(kind, Field("enum", values=OOM_KINDS), f"{where}: 'oom_kind'")
         out[entry["id"]] = Scenario(entry["id"], tuple(kinds), entry["title"], entry["summary"], entry["verify"],
-                                    tuple(entry["remedies"]), tuple(entry.get("sources") or ()))
+                                    tuple(entry["remedies"]), tuple(entry.get("sources") or ()),
+                                    bool(entry.get("answer_first", False)))
     return out
 
 
 ANSWER_TYPES = ("choice", "number", "boolean", "free")
-PURPOSES = ("estimate", "diagnosis")
+# setup: the job's set-up the estimate needs; estimate: a figure of one moment (evaluation);
+# reconcile: what makes the estimate agree with the log; diagnosis: a fact that tells causes apart.
+PURPOSES = ("setup", "estimate", "reconcile", "diagnosis")
 
 
 def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Question]:
@@ -321,6 +331,7 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         "id": Field("str"), "fact": Field("str"), "purpose": Field("enum", values=PURPOSES),
         "priority": Field("int"), "text": Field("text"), "why": Field("text"),
         "answer": Field("enum", values=ANSWER_TYPES), "options": Field("list", required=False),
+        "again": Field("text", required=False), "topic": Field("text", required=False),
     }
     option_schema = {"value": Field("any"), "label": Field("text")}
     out = {}
@@ -334,7 +345,8 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         if entry["answer"] == "choice" and not options:
             raise KnowledgeError(f"{where}: a choice question needs options")
         out[entry["id"]] = Question(entry["id"], entry["fact"], entry["purpose"], entry["priority"], entry["text"],
-                                    entry["why"], entry["answer"], tuple(options))
+                                    entry["why"], entry["answer"], tuple(options), entry.get("again"),
+                                    entry.get("topic"))
     return out
 
 

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("facts and the estimator", ("catalog", "extractors", "observation", "estimate")),
     ("conclusions", ("conclusions",)),
     ("renderers", ("render",)),
-    ("a turn", ("consultation", "named_inputs")),
+    ("a turn", ("answers", "consultation", "conversation", "named_inputs")),
     ("store", ("storage", "store")),
     ("service", ("service",)),
     ("web layer", ("web.",)),

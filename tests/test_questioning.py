@@ -30,11 +30,17 @@ def test_diagnosis_question_only_when_it_can_change_the_top_diagnosis():
     assert reply["questions"] and reply["questions"][0]["id"] in ("ask_offload", "ask_num_gpus")
 
 
-def test_unreadable_answer_counts_as_unknown_and_moves_on():
-    state, reply = C.take_turn(State(), OOM)
-    state, reply = C.take_turn(state, "hmm, the one from the company wiki")
+def test_unreadable_answer_is_asked_once_more_in_other_words_then_counts_as_unknown():
+    # Issue #10: an answer that is not understood keeps the question open, asked once more, differently worded.
+    state, first = C.take_turn(State(), OOM)
+    state, again = C.take_turn(state, "hmm, the one from the company wiki")
+    assert "model.name" not in state.unknown and "asked_again" in again["notes"]
+    assert again["questions"][0]["id"] == first["questions"][0]["id"]
+    assert again["questions"][0]["text"] != first["questions"][0]["text"] and again["questions"][0]["options"]
+    state, reply = C.take_turn(state, "still the one from the wiki")
     assert "model.name" in state.unknown
     assert "not_understood" in reply["notes"]
+    assert not reply["questions"] or reply["questions"][0]["id"] != "ask_model"
 
 
 def test_one_shot_never_asks():
@@ -97,7 +103,9 @@ def test_a_training_estimate_the_log_contradicts_says_an_assumption_is_off():
 
 def test_evaluation_failure_asks_the_method_when_the_log_contradicts_the_assumed_one():
     state, reply = C.take_turn(State(), EVAL_AFTER_STEPS)
-    assert reply["questions"][0]["id"] == "ask_method"
+    # The method is asked to make the estimate match the log (an estimate question): the evaluation cause is
+    # answered without the set-up, so the plain set-up question waits (issue #10).
+    assert reply["questions"][0]["id"] == "ask_method_estimate" and reply["questions"][0]["fact"] == "train.method"
     state, reply = C.take_turn(state, "LoRA")
     # LoRA alone still puts a step above the card: checkpointing is the next assumption to settle
     assert reply["questions"][0]["id"] == "ask_grad_checkpointing_estimate"

@@ -12,6 +12,9 @@ from .sizing import Estimation, after_remedy, apply_whatif, changes_anything
 
 # Each later remedy in a scenario's list is worth a little less than the one before.
 RANK_DECAY = 0.12
+# A remedy is worth what it is worth to its likeliest cause, plus a little for every other cause it also treats:
+# the most likely cause is fixed first, and a shared remedy does not outrank it by adding up weak causes.
+SHARED_BONUS = 0.1
 MIN_CONFIDENCE = 0.2
 MIN_SAVING_GIB = 0.25
 MIN_SAVING_SHARE = 0.02
@@ -29,39 +32,61 @@ class Prescription:
 
 def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: dict[str, Any],
          current: Estimation | None, limit: int = 6) -> list[Prescription]:
-    scores: dict[str, float] = {}
+    worth: dict[str, list[float]] = {}
     for diagnosis in diagnoses[:3]:
         if diagnosis.confidence < MIN_CONFIDENCE:
             continue
         for index, remedy in enumerate(kb.scenarios[diagnosis.scenario].remedies):
-            scores[remedy] = scores.get(remedy, 0.0) + diagnosis.confidence * (1 - RANK_DECAY * index)
+            worth.setdefault(remedy, []).append(diagnosis.confidence * (1 - RANK_DECAY * index))
+    scores = {remedy: max(values) + SHARED_BONUS * (sum(values) - max(values)) for remedy, values in worth.items()}
     if not scores and current is not None:
         # No failure to explain, only a set-up: offer every remedy the estimator can try.
         for index, remedy in enumerate(kb.remedies.values()):
             if remedy.whatif:
                 scores[remedy.id] = 0.1 - index * 1e-4
+    # A rule that names the remedy for exactly this situation (TensorFlow's memory growth) outweighs a cause's list.
     for conclusion in result.of_kind("recommend"):
-        scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 200
+        scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+    stated = values
     if current is not None:
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
         values = {**{a.fact: a.value for a in current.assumptions}, **values}
+    own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
-        if not changes_anything(values, remedy):
+        # Setting what was only assumed is a change: the cause found may say the assumption is wrong
+        # (bf16 assumed, fp32 diagnosed).
+        guessed = _sets_assumed(remedy, stated)
+        if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and not _helps(after, current, values.get("oom_kind")):
+        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (guessed and remedy_id in own):
             continue  # the estimate says it would not help this set-up
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
+    if not out and current is not None and diagnoses:
+        # The estimate sees no saving anywhere: it does not model this failure (a generation it cannot size),
+        # so it is no judge of the cause's own remedies.
+        for remedy_id in kb.scenarios[diagnoses[0].scenario].remedies:
+            remedy = kb.remedies[remedy_id]
+            if remedy_id in scores and changes_anything(values, remedy):
+                out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
+                                        apply_whatif(values, remedy.whatif)))
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif current is not None and current.result.fits is False:
-        # What makes it fit comes first; then the diagnosis's order, weighed by how much each saves of the
-        # moment that failed (evaluation when that is where it died, so training's peak does not decide).
+        # What makes it fit comes first, then what can make it fit with other changes (no activation setting
+        # helps while the weights alone exceed the card); among what falls short, the diagnosis's order weighed
+        # by how much each saves of the moment that failed (evaluation when that is where it died).
         moment = FAILED_MOMENT.get(values.get("phase"))
-        out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -_weighed(p, current, moment),
-                                p.remedy))
+        # The likeliest cause's own remedy that the estimator cannot price (a fused loss) is not known to fall
+        # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
+        own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
+        # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
+        def key(p: Prescription):
+            fits = p.after.result.fits if p.after is not None else p.remedy in own
+            return (not fits, not _can_fit(p.after or current), -(p.score if fits else _weighed(p, current, moment)), p.remedy)
+        out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
     return out[:limit]
@@ -76,7 +101,22 @@ def _weighed(p: Prescription, current: Estimation, moment: str | None = None) ->
         before, now = current.result.moments[moment], p.after.result.moments[moment]
     else:
         before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
-    return p.score * (0.5 + max(0.0, before - now) / before)
+    return p.score * (0.75 + max(0.0, before - now) / before / 2)
+
+
+def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:
+    """Whether a remedy only sets facts nobody stated, so that the estimate, which assumed them, cannot judge it."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return bool(sets) and not remedy.whatif.get("multiply") and all(name not in stated for name in sets)
+
+
+def _can_fit(after: Estimation | None) -> bool:
+    """Whether the model states alone (weights, gradients, optimizer) fit the card after a remedy, so that
+    remedies for activations and logits could finish the job; unknown counts as possible."""
+    if after is None or not after.result.gpu_memory_gib:
+        return True
+    parts = after.result.breakdown
+    return parts.get("weights", 0.0) + parts.get("gradients", 0.0) + parts.get("optimizer", 0.0) < after.result.gpu_memory_gib
 
 
 def _helps(after: Estimation, current: Estimation, kind: str | None) -> bool:
@@ -87,6 +127,8 @@ def _helps(after: Estimation, current: Estimation, kind: str | None) -> bool:
     """
     if kind == "host":
         return _saves(current.result.host_ram_gib, after.result.host_ram_gib)
+    if (after.result.gpu_memory_gib or 0) > (current.result.gpu_memory_gib or 0):
+        return True  # a larger card lowers nothing, yet leaves more room
     if _saves(current.result.per_gpu_gib, after.result.per_gpu_gib):
         return True
     before_moments, after_moments = current.result.moments or {}, after.result.moments or {}

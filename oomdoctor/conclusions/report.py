@@ -157,8 +157,13 @@ def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
         key, _, count = note.partition(":")
         if key == "redacted":
             out.append(kb.text("notice.redacted", lang, count=count))
-        elif key == "not_understood":
-            out.append(kb.text("notice.not_understood", lang))
+        elif key == "offer":
+            # Set-up questions left for later, because the answer did not depend on them.
+            wanted = "、".join if lang == "zh" else ", ".join
+            topics = [(q.topic or kb.facts[q.fact].text)[lang] for q in map(kb.questions.get, count.split(",")) if q]
+            out.append(kb.text("notice.offer", lang, facts=wanted(topics)))
+        elif f"notice.{key}" in kb.texts:
+            out.append(kb.text(f"notice.{key}", lang))
     return out
 
 

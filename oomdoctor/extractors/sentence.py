@@ -15,69 +15,131 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "train.seq_len", "dist.num_gpus", "train.grad_checkpointing", "model.load_dtype", "dist.zero_stage",
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
-            "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs"}
+            "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
+            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
-# "lora_train.sh", "ds_z3_offload_config.json", "fsdp_config".
+# "lora_train.sh", "ds_z3_offload_config.json", "fsdp_config", "train_grpo.py".
+# When several patterns of a fact match, the earliest match in the text wins (the user's own
+# words come before the log they paste), and list order breaks a tie (a negation first).
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
-    ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])|低秩", _I), "lora"),
+    # A model a LoRA run produced ("lora_model", "LoRA-merged") is not how this job trains.
+    ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])(?![-_ ]?(?:merged|model\b))|低秩", _I), "lora"),
     ("train.method", re.compile(r"\bfull[- ]?(?:parameter[- ])?(?:fine[- ]?tun\w{0,4}|ft|sft|training)\b|全参|全量", _I), "full"),
     ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
-    ("train.batch_size", re.compile(r"\b(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)\s{0,3}(?:=|:|of|为|是)?\s{0,3}(\d{1,4})\b", _I), int),
-    ("train.batch_size", re.compile(r"(?:批大小|批次大小|批量大小|batch)\s{0,3}(?:=|:|：|为|是)?\s{0,3}(\d{1,4})", _I), int),
-    ("train.seq_len", re.compile(r"\b(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len)\s{0,3}(?:=|:|of|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
-    ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
+    # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
+    ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
+                                    r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
+                                    r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
+    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|改成|降到|减到|降为|减为|用|已经是|只有)?"
+                                    r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+    ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
+                                 r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
+    ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是|到|有|开到|设为|设成)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
+    # "4096 tokens", "sequences of 1024 tokens": a length in tokens, not an amount of data ("trained on 500k tokens").
+    ("train.seq_len", re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})?|\d{2,6})\s{0,2}(k)?[- ]?tokens?\b", _I), "seq_tokens"),
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
     ("dist.num_gpus", re.compile(r"\b(\d{1,3})\s{0,2}(?:x|×|\*)\s{0,2}(?=[A-Za-z]{0,8}\s{0,1}[AHLTVPB]?\d{2,4})", _I), int),
     ("dist.num_gpus", re.compile(r"\b(\d{1,3})\s{0,2}(?:gpus?|cards?|卡|张卡|块卡|块显卡|张显卡)", _I), int),
     ("dist.num_gpus", re.compile(r"(单|一|两|二|三|四|六|八|十六)\s{0,1}(?:张|块|台|个)\s{0,2}(?:卡|显卡|gpu|GPU|[A-Za-z]{0,8}\s{0,1}\d{2,4})"), "zh_count"),
     ("train.grad_checkpointing", re.compile(r"\b(?:no|without|disabled?)\s{1,3}(?:gradient|grad|activation)[- _]?checkpointing|"
-                                            r"(?:gradient|grad|activation)[- _]?checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
+                                            r"(?<![A-Za-z])(?:(?:gradient|grad|activation)[- _]?)?checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
                                             r"(?:没(?:有)?开(?:启)?|未开启|不开|关闭(?:了)?)\s{0,2}(?:梯度检查点|重计算)|(?:梯度检查点|重计算)\s{0,2}(?:没(?:有)?开|未开启|不开|关(?:闭|了))", _I), False),
-    ("train.grad_checkpointing", re.compile(r"(?<!no )(?<!without )(?:gradient|grad|activation)[- _]?checkpointing|梯度检查点|重计算", _I), True),
+    ("train.grad_checkpointing", re.compile(r"(?<!no )(?<!without )(?:gradient|grad|activation)[- _]?checkpointing|梯度检查点|重计算|"
+                                            r"(?<![A-Za-z])checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled|true)\b", _I), True),
     ("model.load_dtype", re.compile(r"\b4[- ]?bit\b|\bnf4\b|4比特|四比特", _I), "nf4"),
+    # "bf16 weights", "loaded in fp16", "权重 bf16 加载": the dtype of the weights, not only the training precision.
+    ("model.load_dtype", re.compile(r"\b(bf16|bfloat16|fp16|float16|fp32|float32)\s{1,3}weights\b|"
+                                    r"\bweights?\s{1,3}(?:are\s{1,3}|is\s{1,3})?(?:in|as)\s{1,3}(bf16|bfloat16|fp16|float16|fp32|float32)\b|"
+                                    r"\bload(?:ed|ing|s)?\s{1,3}(?:the\s{1,3})?(?:model\s{1,3}|weights\s{1,3})?(?:in|as)\s{1,3}(bf16|bfloat16|fp16|float16|fp32|float32)\b|"
+                                    r"(?:权重|模型)?\s{0,3}(?:用|以|按)?\s{0,3}(bf16|fp16|fp32)\s{0,3}(?:精度)?\s{0,3}加载", _I), "dtype"),
     ("model.load_dtype", re.compile(r"\b8[- ]?bit\b(?!\s{0,2}(?:adam|optim))|\bint8\b", _I), "int8"),
-    ("dist.zero_stage", re.compile(r"(?<![A-Za-z0-9])(?:zero|ds_z)[- _]?(?:stage[- _]?)?([0-3])(?![0-9])", _I), int),
-    ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload", _I), "cpu"),
-    ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])", _I), "fsdp"),
-    ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
+    ("dist.zero_stage", re.compile(r"(?<![A-Za-z0-9])(?:zero|ds_z)[- _]?(?:stage[- _]?)?([0-3])(?![0-9])|"
+                                   r"(?<![A-Za-z])(?:deepspeed|ds_config)[- _]{1,3}(?:zero[- _]?)?stage[- _]?([0-3])(?![0-9])", _I), "stage"),
+    ("dist.offload_optimizer", re.compile(r"\b(?:no|without)\s{1,3}(?:cpu\s{1,3})?offload(?:ing)?\b|(?:没有?|未|不)\s{0,2}(?:开(?:启)?|配置?|用)?\s{0,2}offload|offload\s{0,2}(?:没开|没有开|未开启)", _I), "none"),
+    ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}nvme\b", _I), "nvme"),
+    ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload|"
+                                          r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b", _I), "cpu"),
+    ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])|\btorchtune\b[^\n]{0,40}\bdistributed\b|\b(?:full|lora)_finetune_distributed\b", _I), "fsdp"),
+    ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[- _]?[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
     ("dist.strategy", re.compile(r"\bddp\b|DistributedDataParallel", _I), "ddp"),
-    ("train.objective", re.compile(r"\bdpo\b", _I), "dpo"),
-    ("train.objective", re.compile(r"\bkto\b", _I), "kto"),
-    ("train.objective", re.compile(r"\bppo\b|(?<![\w/-])rlhf(?![\w-])", _I), "ppo"),
-    ("train.objective", re.compile(r"\bgrpo\b|\bnum_generations\b", _I), "grpo"),
-    ("train.objective", re.compile(r"\borpo\b", _I), "orpo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])dpo(?![A-Za-z])", _I), "dpo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])kto(?![A-Za-z])", _I), "kto"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])ppo(?![A-Za-z])|(?<![\w/-])rlhf(?![\w-])", _I), "ppo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])grpo(?![A-Za-z])|\bnum_generations\b", _I), "grpo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])orpo(?![A-Za-z])", _I), "orpo"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
                                     r"memory leak|显存(?:一直|持续|不断|逐渐)(?:增长|增加|上涨|上升)|内存泄漏|显存泄漏", _I), True),
-    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|train(?:ing|s)? (?:in|inside) a loop|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
-                                     r"(?:several|multiple) (?:models|trainers) in (?:one|the same) (?:process|notebook)|超参数?搜索", _I), True),
+    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|\b(?:in|inside)\s{1,3}a\s{1,3}(?:for\s{1,3})?loop\b|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
+                                     r"(?:several|multiple) (?:models|trainers) in (?:one|the same) (?:process|notebook)|\bcross[- ]validation\b|超参数?搜索|"
+                                     r"连续训练|循环(?:里|中)(?:训练|微调)", _I), True),
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
                                 r"\bone\s{1,3}(?:rank|gpu|card)\s{1,3}only\b|只有一张卡|只有一个rank", _I), True),
-    ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}OOM\b", _I), "gpu"),
+    ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足", _I), "host"),
-    ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|保存(?:时|模型时|检查点时)", _I), "saving"),
-    ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|评估时|验证时", _I), "evaluation"),
-    ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|加载(?:模型)?时", _I), "loading"),
-    ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|分词时|预处理时", _I), "data"),
+    ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
+                         r"保存\s{0,2}(?:模型|检查点|checkpoint|权重)?\s{0,2}(?:时|的时候)", _I), "saving"),
+    ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
+                         r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
+                         r"(?:评估|验证|eval|evaluate)\s{0,2}(?:时|的时候)", _I), "evaluation"),
+    ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载就", _I), "loading"),
+    ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
+                         r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)", _I), "data"),
+    ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
+                         r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
+    # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
+    ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
+                         r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
+                         r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})\s{0,2}(?:条|个)?",
                                 _I), "count"),
     ("eval.enabled", re.compile(r"\beval(?:uation)?\s{1,3}(?:runs|ran|starts|started|is\s{1,3}on|is\s{1,3}enabled)\b|开启(?:了)?评估", _I), True),
-    ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
-    ("log.after_steps", re.compile(r"\b(?:at|after)\s{1,3}step\s{1,3}\d{1,7}\b|\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}\d{1,7}\s{0,2}步", _I), True),
+    ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:first\s{1,3}|an?\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
+    ("log.after_steps", re.compile(r"\b(?:at|after)\s{1,3}step\s{1,3}\d{1,7}\b|\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}\d{1,7}\s{0,2}步|"
+                                   r"\b(?:at|in)\s{1,3}epoch\s{1,3}\d{1,5}\b|\b(?:on|at|in)\s{1,3}the\s{1,3}(?:second|2nd|third|3rd|\d{1,5}th)\s{1,3}(?:step|iteration|epoch)\b|"
+                                   r"\b(?:ran|runs|run|trained|trains|went)\s{1,3}(?:fine\s{1,3}|ok\s{1,3}|well\s{1,3})?for\s{1,3}(?:about\s{1,3}|around\s{1,3}|~\s{0,1})?"
+                                   r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
+                                   r"(?:跑|训练|训)了?\s{0,2}(?:几十|几百|几千|两|\d{1,6}|一段时间|一会儿?|半天)\s{0,2}(?:步|个?\s{0,1}steps?|轮|个?\s{0,1}epochs?)?\s{0,2}(?:就|才|之后|以后|后)|"
+                                   r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完|"
+                                   r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
+    ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
+                                   r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
+                                   r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就|"
+                                   r"^\s{0,3}一开始就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
     ("train.precision", re.compile(r"\bbf16\b|\bbfloat16\b", _I), "bf16"),
     ("train.precision", re.compile(r"\bfp16\b|\bfloat16\b|半精度", _I), "fp16"),
+    ("model.new_tokens", re.compile(r"\bnew[_ ]special[_ ]tokens?\b|\badd(?:ed|ing)?\s{1,3}(?:new\s{1,3})?(?:special\s{1,3})?tokens\b|\bresize_token_embeddings\b|"
+                                    r"\bresiz\w{0,3}\s{1,3}(?:the\s{1,3})?(?:vocab\w{0,6}|embeddings?)\b|新(?:的)?\s{0,2}(?:special\s{0,2})?token|resize\s{0,2}了?\s{0,2}词表|扩(?:充)?词表", _I), True),
+    ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
+    ("data.num_workers", re.compile(r"(?<![A-Za-z])(?:dataloader_)?num_workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
+    ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
+                                           r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
+    ("log.failed_step", re.compile(r"\b(?:at|on|in)\s{1,3}step\s{1,3}(\d{1,7})\b|第\s{0,2}(\d{1,7})\s{0,2}步", _I), "count"),
+    ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
 ]
+
+
+# A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
+_DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
+DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
+            "train.precision", "log.notebook"}
+
+
+def _denied(fact: str, match: re.Match, text: str) -> bool:
+    return fact in DENIABLE and bool(_DENIED.search(text[max(0, match.start() - 16):match.start()]))
 
 
 def _seq(match: re.Match) -> int | None:
@@ -115,6 +177,26 @@ def prose(text: str) -> str:
     return "\n".join(lines)
 
 
+# A consumer card named by its bare number in a list of set-up words ("qwen2.5-7b lora，4090，seq 2048").
+_BARE_CARD = re.compile(r"(?<![\w.#/-])(?:rtx\s{0,1})?((?:2080|3090|4070)\s{0,1}ti|3060|3070|3080|3090|4060\s{0,1}ti|4070|4080|4090d?|5080|5090)"
+                        r"(?![\w.]|\s{0,2}(?:steps?|samples?|examples?|tokens?|rows?|iterations?|it/s|mib|mb|gb|g\b))", _I)
+
+
+_COUNTED = re.compile(r"(?:steps?|iter\w{0,6}|epochs?|batch(?:es)?|samples?|rows?|第|of|/)\s{0,2}[:#=]?\s{0,2}$", re.I)
+
+
+def _bare_card(text: str):
+    from ..catalog import resolve_gpu_id
+
+    for match in _BARE_CARD.finditer(text):
+        if _COUNTED.search(text[max(0, match.start() - 16):match.start()]):
+            continue  # "step 4090", "第 3090 步"
+        gpu = resolve_gpu_id("rtx " + " ".join(match.group(1).split()))
+        if gpu is not None:
+            return gpu, match.group(0)
+    return None
+
+
 def extract(text: str) -> Iterator[Finding]:
     from ..catalog import find_gpu_mentions, find_model_mentions
 
@@ -128,31 +210,62 @@ def extract(text: str) -> Iterator[Finding]:
         # to what PyTorch or nvidia-smi measured, which is closer to what the job could use.
         gpu_id, _, matched = gpu
         yield Finding("gpu.name", gpu_id, matched)
+    elif (bare := _bare_card(prose(text))) is not None:
+        yield Finding("gpu.name", *bare)
     text = prose(text)
-    seen: set[str] = set()
-    for fact, pattern, kind in _PATTERNS:
-        if fact in seen:
-            continue
-        match = pattern.search(text)
-        if not match:
-            continue
-        if kind == "seq":
-            value = _seq(match)
-        elif kind == "count":
-            value = int(next(g for g in match.groups() if g).replace(",", "")) or None
-        elif kind == "zh_count":
-            value = _ZH_COUNTS[match.group(1)]
-        elif kind == "params":
-            value = float(match.group(1))
-            if not 0.05 <= value <= 2000:
-                value = None
-        elif kind is int:
-            value = int(match.group(1))
-            if value <= 0:
-                value = None
-        else:
-            value = kind
-        if value is None:
-            continue
-        seen.add(fact)
+    best: dict[str, tuple[int, int, object, re.Match]] = {}
+    for order, (fact, pattern, kind) in enumerate(_PATTERNS):
+        for match in pattern.finditer(text):
+            if fact in best and best[fact][0] <= match.start():
+                break
+            value = None if _denied(fact, match, text) else _value(kind, match, text)
+            if value is not None:
+                best[fact] = (match.start(), order, value, match)
+                break
+    plain = _plain_launch(text) if "dist.strategy" not in best else None
+    if plain is not None:
+        best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
+    for fact, (_, _, value, match) in sorted(best.items(), key=lambda item: item[1][:2]):
         yield Finding(fact, value, snippet(text, match.start(), match.end()))
+
+
+_LAUNCHER = re.compile(r"\btorchrun\b|--nproc[-_]per[-_]node|\baccelerate\s{1,3}launch\b|torch\.distributed\.(?:launch|run)\b", _I)
+_NO_SHARDING = re.compile(r"\b(?:no|without|not|nor)\s{1,3}(?:using\s{1,3})?(?:deepspeed|fsdp|zero)\b|(?:不用|没用|没有用|没有)\s{0,2}(?:deepspeed|fsdp|zero)", _I)
+
+
+def _plain_launch(text: str) -> re.Match | None:
+    """Several processes launched with ZeRO and FSDP denied in so many words: plain DDP."""
+    if _LAUNCHER.search(text) is None:
+        return None
+    return _NO_SHARDING.search(text)
+
+
+# Words before "N tokens" that make it an amount of data or output, not a sequence length.
+_NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over|on|of\s{1,3}data|new|generat\w{0,3}|output|max_new|"
+                           r"per\s{1,3}second|/s)\W{0,3}$", re.I)
+
+
+def _value(kind, match: re.Match, text: str):
+    """The fact's value a match means, or None when it means none."""
+    if kind == "seq":
+        return _seq(match)
+    if kind == "seq_tokens":
+        if _NOT_A_LENGTH.search(text[max(0, match.start() - 24):match.start()]):
+            return None
+        return _seq(match)
+    if kind == "dtype":
+        word = next(g for g in match.groups() if g).lower()
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(word, word)
+    if kind == "stage":
+        return int(next(g for g in match.groups() if g))
+    if kind == "count":
+        return int(next(g for g in match.groups() if g).replace(",", "")) or None
+    if kind == "zh_count":
+        return _ZH_COUNTS[match.group(1)]
+    if kind == "params":
+        value = float(match.group(1))
+        return value if 0.05 <= value <= 2000 else None
+    if kind is int:
+        value = int(match.group(1))
+        return value if value > 0 else None
+    return kind
