@@ -17,6 +17,16 @@ MIN_SAVING_GIB = 0.25
 MIN_SAVING_SHARE = 0.02
 # The phase a failure happened in, as the estimate's moment of the step.
 FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation"}
+MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate"}
+
+
+def failed_moment(phase: Any, result: Any) -> str | None:
+    """The estimate's moment a failure in ``phase`` happened in: generate() in an RL step is its rollouts."""
+    moment = FAILED_MOMENT.get(phase)
+    moments = getattr(result, "moments", None) or {}
+    if moment == "generation" and "generation" not in moments and "rollouts" in moments:
+        return "rollouts"
+    return moment
 
 
 @dataclass
@@ -59,7 +69,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     elif current is not None and current.result.fits is False:
         # What makes it fit comes first; then the diagnosis's order, weighed by how much each saves of the
         # moment that failed (evaluation when that is where it died, so training's peak does not decide).
-        moment = FAILED_MOMENT.get(values.get("phase"))
+        moment = failed_moment(values.get("phase"), current.result)
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), -_weighed(p, current, moment),
                                 p.remedy))
     else:

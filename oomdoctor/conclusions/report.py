@@ -79,7 +79,7 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
     remarks = est.setdefault("remarks", [])
     moment = est.get("failed_moment")
     if moment:
-        phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
+        phase = prescription.MOMENT_PHASE[moment["name"]]
         label = kb.facts["phase"].label(phase, lang) or phase
         moment["text"] = kb.text("report.failed_moment", lang, moment=label, value=show(moment["gib"]))
         remarks.append(moment["text"])
@@ -96,7 +96,7 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
 
 
 def _failed_moment(estimation, failed: str | None) -> str | None:
-    moment = prescription.FAILED_MOMENT.get(failed)
+    moment = prescription.failed_moment(failed, estimation.result if estimation is not None else None)
     if moment is None or estimation is None or estimation.result.at(moment) is None:
         return None
     return moment if moment != estimation.result.peak_moment else None
