@@ -61,6 +61,9 @@ SETUPS = {
     "rloo vllm, no card": dict(method="lora", objective="rloo", vllm="colocate"),
     "grpo vllm server": dict(method="lora", objective="grpo", vllm="server"),
     "dpo precomputed reference": dict(method="full", objective="dpo", precompute_ref=True),
+    "fp8 torchao": dict(method="full", fp8="torchao"),
+    "fp8 transformer engine": dict(method="full", fp8="te"),
+    "fp8 transformer engine, adapters": dict(method="lora", fp8="te"),
 }
 
 

@@ -32,6 +32,7 @@ from .activations import activations, compute_dtypes
 from .derivation import Line, line, text
 from .dtypes import GIB, count
 from .evaluation import evaluates, evaluation
+from .fp8 import fp8
 from .logits import logits
 from .objectives import objective
 from .offload import offloaded
@@ -198,6 +199,13 @@ def estimate(setup: Setup) -> Estimate:
         layer_back = off.brought_back * k / split
         host_offloaded = off.host * k / split * setup.num_gpus
         extra_lines.append(off.line)
+    f8 = fp8(step, tokens, p, 1 if setup.grad_checkpointing else d.layers)
+    if setup.grad_checkpointing:      # only the recomputed layer saves what FP8 changes, during backward
+        layer_back += (f8.kept + f8.weight_copies) / split
+    else:
+        kept = max(kept + (f8.kept + f8.weight_copies) / split, 0.0)
+    layer_back += f8.backward / split
+    extra_lines += list(f8.lines)
     live = {"weights": W + g.gathered + copies, "gradients": acc_grads / split + B, "optimizer": O}
     # The loss's own peak (12 B/token/vocab) comes before lm_head's weight gradient exists; by then only the
     # logits' gradient in the compute dtype is left beside it (see ``logits``).
@@ -211,7 +219,7 @@ def estimate(setup: Setup) -> Estimate:
     else:
         backward = dict(live, activations=kept + layer_peak, logits=0.0)
     # The last layer's attention transient and the loss's working set come one after the other.
-    transient = acts.forward_transient * k / split
+    transient = acts.forward_transient * k / split + f8.forward / split
     if setup.context_parallel > 1:
         transient += parallel.exchange_bytes(tokens, d.kv_dim, p) * k / split
     if transient > lg.forward:
