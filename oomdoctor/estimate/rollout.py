@@ -109,10 +109,10 @@ def rollout(setup: Setup, policy_weights: float) -> Rollout | None:
     d = anatomy.dims(setup.model)
     n = rows(setup)
     prompt, completion = lengths(setup)
+    g = setup.rl_generations
     lines: list[Line] = [line("rollout.batch", rows=n, batch=setup.batch_size,
                               steps=setup.rl_steps_per_generation or setup.grad_accum,
-                              generations=setup.rl_generations or "?",
-                              prompts=(f"{n / setup.rl_generations:g}" if setup.rl_generations else "?"))]
+                              prompts=line("rollout.prompts", generations=g, prompts=n / g) if g else "")]
     if setup.vllm == "server":
         lines.append(line("rollout.vllm_server"))
         return Rollout(n, prompt, completion, 0.0, 0.0, 0.0, tuple(lines))
