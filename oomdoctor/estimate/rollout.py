@@ -109,10 +109,15 @@ def rollout(setup: Setup, policy_weights: float) -> Rollout | None:
     d = anatomy.dims(setup.model)
     n = rows(setup)
     prompt, completion = lengths(setup)
-    g = setup.rl_generations
+    g, every = setup.rl_generations, n * setup.num_gpus       # TRL groups completions over all ranks
+    if not g:
+        prompts: Line | str = ""
+    elif every % g:
+        prompts = line("rollout.indivisible", total=every, generations=g)    # GRPOConfig refuses this batch
+    else:
+        prompts = line("rollout.prompts", generations=g, prompts=every // g, total=every)
     lines: list[Line] = [line("rollout.batch", rows=n, batch=setup.batch_size,
-                              steps=setup.rl_steps_per_generation or setup.grad_accum,
-                              prompts=line("rollout.prompts", generations=g, prompts=n / g) if g else "")]
+                              steps=setup.rl_steps_per_generation or setup.grad_accum, prompts=prompts)]
     if setup.vllm == "server":
         lines.append(line("rollout.vllm_server"))
         return Rollout(n, prompt, completion, 0.0, 0.0, 0.0, tuple(lines))
