@@ -33,6 +33,11 @@ INPUTS = {
     "activation_offload": "train.activation_offload", "optimizer_in_backward": "train.optimizer_in_backward",
     "context_parallel": "dist.context_parallel", "tensor_parallel": "dist.tensor_parallel",
     "num_nodes": "dist.num_nodes", "gpus_per_node": "dist.gpus_per_node",
+    "num_generations": "rl.num_generations", "steps_per_generation": "rl.steps_per_generation",
+    "generation_batch_size": "rl.generation_batch_size", "max_prompt_length": "rl.prompt_len",
+    "vllm": "rl.vllm", "vllm_gpu_memory_utilization": "rl.vllm_memory_share", "vllm_sleep": "rl.vllm_sleep",
+    "beta": "rl.beta", "precompute_ref_log_probs": "rl.precompute_ref", "reward_model": "rl.reward_model",
+    "fp8": "train.fp8",
 }
 
 

@@ -41,7 +41,7 @@ def test_estimate_json_answers_the_inputs():
     assert out.returncode == 0, out.stderr
     est = json.loads(out.stdout)["estimate"]
     assert est["gpu_capacity_gib"] < 41 and est["per_gpu_gib"] > 0
-    assert set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "overhead"}
+    assert set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "rollouts", "overhead"}
 
 
 def test_estimate_8b_full_adamw_is_far_above_40gb():

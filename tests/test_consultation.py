@@ -43,7 +43,7 @@ def test_free_text_answer_with_several_facts_then_report():
     assert reply["status"] == "report"
     assert reply["oom_kind"] == "gpu"
     est = reply["estimate"]
-    assert est is not None and set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "overhead"}
+    assert est is not None and set(est["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "logits", "rollouts", "overhead"}
     assert est["gpu_capacity_gib"] == pytest.approx(23.65)
     assert reply["remedies"]
     for remedy in reply["remedies"]:

@@ -52,6 +52,19 @@ SETUPS = {
                                            optimizer_in_backward=True),
     "tensor and context parallel": dict(method="lora", num_gpus=4, strategy="fsdp", tensor_parallel=2,
                                         context_parallel=2),
+    "grpo generate, reference, reward model": dict(method="full", objective="grpo", gen_new_tokens=256, batch_size=4,
+                                                   rl_generations=4, rl_beta=0.04, reward_model=True),
+    "grpo zero3": dict(method="full", objective="grpo", strategy="deepspeed", zero_stage=3, num_gpus=4),
+    "grpo indivisible generations": dict(method="lora", objective="grpo", rl_generations=8),
+    "grpo vllm colocated": dict(method="lora", objective="grpo", vllm="colocate", gpu_memory_gib=80),
+    "grpo vllm asleep, share too small": dict(method="lora", objective="grpo", vllm="colocate", vllm_sleep=True,
+                                              vllm_memory_share=0.05, gpu_memory_gib=80),
+    "rloo vllm, no card": dict(method="lora", objective="rloo", vllm="colocate"),
+    "grpo vllm server": dict(method="lora", objective="grpo", vllm="server"),
+    "dpo precomputed reference": dict(method="full", objective="dpo", precompute_ref=True),
+    "fp8 torchao": dict(method="full", fp8="torchao"),
+    "fp8 transformer engine": dict(method="full", fp8="te"),
+    "fp8 transformer engine, adapters": dict(method="lora", fp8="te"),
 }
 
 

@@ -127,9 +127,9 @@ def test_generation_in_evaluation_asks_how_many_tokens_and_the_answer_grows_the_
     assert long["estimate"]["peak_moment"] == "generation"
 
 
-def test_rl_rollouts_say_their_generation_is_not_counted():
+def test_rl_rollouts_say_how_their_generation_is_counted():
     en = C.diagnose("Qwen2.5-7B GRPO with LoRA on an A100 80G, CUDA out of memory")
     zh = C.diagnose("Qwen2.5-7B GRPO LoRA，A100 80G，显存不够", lang="zh")
-    assert any("rollouts' generation" in r for r in en["estimate"]["remarks"])
-    assert any("采样生成" in r for r in zh["estimate"]["remarks"])
+    assert any("Rollout generation is counted" in r for r in en["estimate"]["remarks"])
+    assert any("采样生成已作为训练步的一个阶段计入" in r for r in zh["estimate"]["remarks"])
     assert not any("rollouts" in r for r in C.diagnose("Qwen2.5-7B LoRA on an A100 80G")["estimate"]["remarks"])

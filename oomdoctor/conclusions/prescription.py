@@ -20,6 +20,16 @@ MIN_SAVING_GIB = 0.25
 MIN_SAVING_SHARE = 0.02
 # The phase a failure happened in, as the estimate's moment of the step.
 FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation"}
+MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate"}
+
+
+def failed_moment(phase: Any, result: Any) -> str | None:
+    """The estimate's moment a failure in ``phase`` happened in: generate() in an RL step is its rollouts."""
+    moment = FAILED_MOMENT.get(phase)
+    moments = getattr(result, "moments", None) or {}
+    if moment == "generation" and "generation" not in moments and "rollouts" in moments:
+        return "rollouts"
+    return moment
 
 
 @dataclass
@@ -78,7 +88,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
         # helps while the weights alone exceed the card); among what falls short, the diagnosis's order weighed
         # by how much each saves of the moment that failed (evaluation when that is where it died).
-        moment = FAILED_MOMENT.get(values.get("phase"))
+        moment = failed_moment(values.get("phase"), current.result)
         # The likeliest cause's own remedy that the estimator cannot price (a fused loss) is not known to fall
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()

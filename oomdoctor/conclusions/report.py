@@ -12,7 +12,7 @@ from .sizing import estimate_from, limits, say_derivation
 if TYPE_CHECKING:
     from .evaluation import Evaluation
 
-PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
+PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "rollouts", "overhead")
 
 
 def _round(value: float | None) -> float | None:
@@ -51,15 +51,19 @@ def estimate_assumptions(estimation, kb: KnowledgeBase, lang: str) -> list[dict[
 
 def say_estimate(est: dict[str, Any], estimation, kb: KnowledgeBase, lang: str) -> list[str]:
     """The estimate's own words in the user's language, for every channel that shows an estimate: its peak's
-    moment (set on ``est``), and the remarks on what it leaves out (RL rollouts) or cannot bound (evaluation
+    moment (set on ``est``), and the remarks on how RL rollouts were counted, or what it cannot bound (evaluation
     logits with no eval set size)."""
     if est.get("peak_moment"):
         est["peak_label"] = kb.text("moment." + est["peak_moment"].replace(" ", "_"), lang)
     est["derivation"] = say_derivation(estimation.result, kb, lang)
     out = []
-    if estimation.setup.objective in ("ppo", "grpo"):
-        out.append(kb.text("report.rollout_not_counted", lang))
     result = estimation.result
+    setup = estimation.setup
+    if getattr(setup, "vllm", "none") == "server" and result.at("rollouts") is None:
+        out.append(kb.text("report.rollouts_elsewhere", lang))
+    elif result.at("rollouts") is not None:
+        engine = kb.facts["rl.vllm"].label(setup.vllm, lang) or setup.vllm
+        out.append(kb.text("report.rollouts", lang, engine=engine, value=show(result.at("rollouts"))))
     if result.eval_step_gib and result.eval_steps_held is None:
         out.append(kb.text("report.eval_grows", lang, value=show(result.eval_step_gib)))
     return out
@@ -75,7 +79,7 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
     remarks = est.setdefault("remarks", [])
     moment = est.get("failed_moment")
     if moment:
-        phase = next(p for p, m in prescription.FAILED_MOMENT.items() if m == moment["name"])
+        phase = prescription.MOMENT_PHASE[moment["name"]]
         label = kb.facts["phase"].label(phase, lang) or phase
         moment["text"] = kb.text("report.failed_moment", lang, moment=label, value=show(moment["gib"]))
         remarks.append(moment["text"])
@@ -92,7 +96,7 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
 
 
 def _failed_moment(estimation, failed: str | None) -> str | None:
-    moment = prescription.FAILED_MOMENT.get(failed)
+    moment = prescription.failed_moment(failed, estimation.result if estimation is not None else None)
     if moment is None or estimation is None or estimation.result.at(moment) is None:
         return None
     return moment if moment != estimation.result.peak_moment else None

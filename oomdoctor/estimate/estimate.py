@@ -17,7 +17,10 @@ largest of the step's moments, each summing only what is alive then:
   embedding's and lm_head's shares of one gradient are summed into a third
   tensor here;
 * optimizer step: weights, gradients, states and the step's temporaries;
-* evaluation, when an eval batch size is known: a no-grad forward's logits.
+* evaluation, when an eval batch size is known: a no-grad forward's logits;
+* rollouts, for RL objectives: generating the completions the next steps train
+  on, beside the weights and optimizer states (``rollout``); a colocated vLLM
+  that never sleeps holds its share of the card through every other moment too.
 """
 from __future__ import annotations
 
@@ -29,10 +32,13 @@ from .activations import activations, compute_dtypes
 from .derivation import Line, line, text
 from .dtypes import GIB, count
 from .evaluation import evaluates, evaluation
+from .fp8 import fp8
 from .logits import logits
 from .objectives import objective
 from .offload import offloaded
 from .optimizer import has_master, optimizer_states
+from .objectives import DEFAULT_BETA
+from .rollout import TRL_COMPLETION, generates, lengths, rollout
 from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
@@ -41,7 +47,7 @@ from .weights import quantized_bytes, weights
 
 # The moments of a training step (evaluation and generation come between steps).
 TRAINING_MOMENTS = ("end of forward", "start of backward", "end of backward", "optimizer step")
-COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "rollouts", "overhead")
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,13 @@ def estimate(setup: Setup) -> Estimate:
         layer_back = off.brought_back * k / split
         host_offloaded = off.host * k / split * setup.num_gpus
         extra_lines.append(off.line)
+    f8 = fp8(step, tokens, p, 1 if setup.grad_checkpointing else d.layers)
+    if setup.grad_checkpointing:      # only the recomputed layer saves what FP8 changes, during backward
+        layer_back += (f8.kept + f8.weight_copies) / split
+    else:
+        kept = max(kept + (f8.kept + f8.weight_copies) / split, 0.0)
+    layer_back += f8.backward / split
+    extra_lines += list(f8.lines)
     live = {"weights": W + g.gathered + copies, "gradients": acc_grads / split + B, "optimizer": O}
     # The loss's own peak (12 B/token/vocab) comes before lm_head's weight gradient exists; by then only the
     # logits' gradient in the compute dtype is left beside it (see ``logits``).
@@ -206,7 +219,7 @@ def estimate(setup: Setup) -> Estimate:
     else:
         backward = dict(live, activations=kept + layer_peak, logits=0.0)
     # The last layer's attention transient and the loss's working set come one after the other.
-    transient = acts.forward_transient * k / split
+    transient = acts.forward_transient * k / split + f8.forward / split
     if setup.context_parallel > 1:
         transient += parallel.exchange_bytes(tokens, d.kv_dim, p) * k / split
     if transient > lg.forward:
@@ -238,12 +251,23 @@ def estimate(setup: Setup) -> Estimate:
             moments.append(_Moment("evaluation", dict(base, activations=0.0, logits=ev.kept_peak)))
         if ev.generation:
             moments.append(_Moment("generation", dict(base, activations=ev.generation, logits=0.0)))
+    ro = rollout(setup, w.total)
+    if ro is not None:
+        if ro.resident:
+            for m in moments:
+                m.parts["rollouts"] = ro.resident
+        if ro.generation or ro.gathered:
+            moments.append(_Moment("rollouts", {"weights": W + g.gathered + ro.gathered, "gradients": B,
+                                                "optimizer": O, "activations": 0.0, "logits": 0.0,
+                                                "rollouts": ro.generation}))
     peak = max(moments, key=lambda m: m.total)
     # paged optimizer states live in CUDA unified memory, outside torch's allocator (see ``optimizer``)
     paged = O * opt.paged / (opt.states + opt.master) if opt.paged else 0.0
     allocated = peak.total - (paged if peak.parts.get("optimizer") else 0.0)
     reserve_share = reserve_fraction(setup)
-    reserve = allocated * reserve_share
+    # vLLM sizes its own pool to its share of the card: no fragmentation reserve on top of it
+    pooled = peak.parts.get("rollouts", 0.0) if setup.vllm == "colocate" else 0.0
+    reserve = (allocated - pooled) * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
@@ -252,7 +276,7 @@ def estimate(setup: Setup) -> Estimate:
     host = _host(stated, g.host + host_offloaded, w.total, ev.host if ev else 0.0)
 
     derivation = list(tr.lines) + list(w.lines) + list(opt.lines) + list(g.lines) + list(acts.lines) + list(lg.lines)
-    derivation += list(obj.lines) + (list(ev.lines) if ev else []) + extra_lines
+    derivation += list(obj.lines) + (list(ev.lines) if ev else []) + (list(ro.lines) if ro else []) + extra_lines
     if setup.method == "full" and tr.params:
         per_param = (w.trained + tr.bytes + opt.states + opt.master) / tr.params
         derivation.append(line("estimate.model_states", per=per_param, count=count(tr.params),
@@ -372,5 +396,15 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
         out.append(Assumed("paged_states"))
     if setup.eval_generate:
         out.append(Assumed("prompt_length", {"seq": setup.seq_len}))
+    if generates(setup):
+        prompt, completion = lengths(setup)
+        if setup.gen_new_tokens is None:
+            out.append(Assumed("rl_completion", {"tokens": TRL_COMPLETION}))
+        if setup.rl_prompt_len is None:
+            out.append(Assumed("rl_prompt", {"tokens": prompt, "seq": setup.seq_len, "completion": completion}))
+        if setup.rl_beta is None and setup.objective in DEFAULT_BETA and not setup.adapters:
+            out.append(Assumed("rl_beta", {"objective": setup.objective, "beta": DEFAULT_BETA[setup.objective]}))
+        if setup.vllm == "none":
+            out.append(Assumed("rl_generate"))
     out.append(Assumed("host_process", {"gib": HOST_PROCESS_GIB}))
     return out

@@ -16,7 +16,7 @@ import yaml
 
 from . import anatomy
 from .estimate import COMPONENTS, Estimate
-from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup, is_count
+from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, RL_OBJECTIVES, Setup, is_count
 from .whatif import FIELDS
 
 DEFAULTS_PATH = Path(__file__).resolve().parents[2] / "knowledge" / "defaults.yaml"
@@ -176,6 +176,7 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
             f"QLoRA 将基座量化为 NF4；所给的 {resolved['model.load_dtype']} 是其计算精度")))
         resolved["model.load_dtype"] = "nf4"
     _settle_parallelism(resolved, notes)
+    _settle_rollouts(resolved, notes)
     defaults = load_defaults()
     # The method decides the load dtype's default and the load dtype the method's: settle the stated one first.
     order = ORDER if "model.load_dtype" in resolved else ("train.method",) + ORDER
@@ -248,6 +249,40 @@ def _settle_parallelism(resolved: dict[str, Any], notes: list[Assumption]) -> No
                 f"{fact} = {degree!r} does not divide the {gpus} GPU(s): ignored",
                 f"{fact} = {degree!r} 不能整除 {gpus} 张 GPU：已忽略")))
             del resolved[fact]
+
+
+RL_PROMPT = 512     # GRPOConfig.max_prompt_length's default while TRL still truncated prompts
+
+
+def _settle_rollouts(resolved: dict[str, Any], notes: list[Assumption]) -> None:
+    """RL values the set-up cannot take (said, then set aside); and an RL row's length from its parts.
+
+    An RL step trains on prompt + completion: when no sequence length is stated and both parts are, the row is
+    their sum (TRL 1.16 no longer truncates prompts, so the longest prompt has to be stated to be known)."""
+    share = resolved.get("rl.vllm_memory_share")
+    if share is not None and not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share <= 1):
+        notes.append(Assumption("rl.vllm_memory_share", None, _text(
+            f"vllm_gpu_memory_utilization = {share!r} is not a fraction between 0 and 1: ignored",
+            f"vllm_gpu_memory_utilization = {share!r} 不是 0 到 1 之间的比例：已忽略")))
+        del resolved["rl.vllm_memory_share"]
+    beta = resolved.get("rl.beta")
+    if beta is not None and not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and beta >= 0):
+        notes.append(Assumption("rl.beta", None, _text(f"beta = {beta!r} is not a number >= 0: ignored",
+                                                       f"beta = {beta!r} 不是大于等于 0 的数：已忽略")))
+        del resolved["rl.beta"]
+    prompt, completion = resolved.get("rl.prompt_len"), resolved.get("gen.max_new_tokens")
+    if (resolved.get("train.objective") in RL_OBJECTIVES and "train.seq_len" not in resolved
+            and is_count(completion)):
+        said = is_count(prompt)
+        prompt = prompt if said else RL_PROMPT
+        resolved["train.seq_len"] = prompt + completion
+        notes.append(Assumption("train.seq_len", prompt + completion, _text(
+            f"each trained row is a prompt of up to {prompt} tokens"
+            f"{'' if said else ' (assumed: the max_prompt_length default of TRL releases that truncated prompts)'}"
+            f" and a completion of up to {completion}: {prompt + completion} tokens",
+            f"每个训练行是最多 {prompt} 个 token 的提示"
+            f"{'' if said else '（假设值：早期截断提示的 TRL 版本中 max_prompt_length 的默认值）'}"
+            f"加最多 {completion} 个 token 的回答：{prompt + completion} 个 token")))
 
 
 # ---------------------------------------------------------------- Estimate -> facts

@@ -13,7 +13,8 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_a
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
                  "context_parallel", "tensor_parallel", "num_nodes")
-OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
+OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
+                          "rl_generations", "rl_steps_per_generation", "rl_generation_batch", "rl_prompt_len")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -21,7 +22,10 @@ def is_count(value: Any) -> bool:
 
 STRATEGIES = ("single", "ddp", "deepspeed", "fsdp", "model_parallel")
 OFFLOADS = ("none", "cpu", "nvme")
-OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "reward", "pretrain")
+OBJECTIVES = ("sft", "dpo", "kto", "orpo", "ppo", "grpo", "rloo", "reward", "pretrain")
+RL_OBJECTIVES = ("grpo", "rloo", "ppo")      # objectives that generate rollouts inside the training loop
+VLLM_MODES = ("none", "colocate", "server")
+FP8 = ("none", "torchao", "te")
 LOSSES = ("full", "chunked", "fused_linear", "cce")
 MODEL_CODES = ("transformers", "torchtune")
 QUANTIZED = ("int8", "nf4", "fp4")
@@ -86,12 +90,25 @@ class Setup:
     tensor_parallel: int = 1            # ranks each layer's weights are split over
     num_nodes: int = 1                  # machines the GPUs are spread over (host RAM is per machine)
     model_code: str = "transformers"    # whose decoder code runs: transformers | torchtune (see ``activations``)
+    # RL fine-tuning (see ``rollout``, ``objectives``): TRL 1.16's GRPOTrainer and RLOOTrainer.
+    rl_generations: int | None = None           # num_generations: completions sampled per prompt
+    rl_steps_per_generation: int | None = None  # steps_per_generation (TRL: gradient_accumulation_steps)
+    rl_generation_batch: int | None = None      # generation_batch_size, all ranks together
+    rl_prompt_len: int | None = None            # longest prompt (tokens); else seq_len less the completion
+    vllm: str = "none"                          # none (the trainer's generate) | colocate | server (own GPUs)
+    vllm_memory_share: float = 0.3              # vllm_gpu_memory_utilization (GRPOConfig's default)
+    vllm_sleep: bool = False                    # vllm_enable_sleep_mode
+    rl_beta: float | None = None                # KL coefficient; 0 loads no reference (None: the trainer's default)
+    precompute_ref: bool = False                # DPO/KTO precompute_ref_log_probs
+    reward_model: bool = False                  # a reward model loaded on every training GPU (policy-sized)
+    fp8: str = "none"                           # FP8 linear layers: none | torchao (Float8Linear) | te
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
                               ("optimizer", OPTIMIZERS), ("attention", ATTENTIONS), ("strategy", STRATEGIES),
                               ("offload_optimizer", OFFLOADS), ("offload_param", OFFLOADS),
-                              ("objective", OBJECTIVES), ("loss", LOSSES), ("model_code", MODEL_CODES)):
+                              ("objective", OBJECTIVES), ("loss", LOSSES), ("model_code", MODEL_CODES),
+                              ("vllm", VLLM_MODES), ("fp8", FP8)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
         for name in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
@@ -102,6 +119,12 @@ class Setup:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        share = self.vllm_memory_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ValueError(f"vllm_memory_share must be a fraction in (0, 1], got {share!r}")
+        beta = self.rl_beta
+        if beta is not None and (isinstance(beta, bool) or not isinstance(beta, (int, float)) or beta < 0):
+            raise ValueError(f"rl_beta must be a number >= 0, got {beta!r}")
         if not isinstance(self.zero_stage, int) or not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage!r}")
         if self.num_gpus % (self.context_parallel * self.tensor_parallel):

@@ -53,6 +53,17 @@ FIELDS: dict[str, str] = {
     "dist.context_parallel": "context_parallel",
     "dist.tensor_parallel": "tensor_parallel",
     "dist.num_nodes": "num_nodes",
+    "rl.num_generations": "rl_generations",
+    "rl.steps_per_generation": "rl_steps_per_generation",
+    "rl.generation_batch_size": "rl_generation_batch",
+    "rl.prompt_len": "rl_prompt_len",
+    "rl.vllm": "vllm",
+    "rl.vllm_memory_share": "vllm_memory_share",
+    "rl.vllm_sleep": "vllm_sleep",
+    "rl.beta": "rl_beta",
+    "rl.precompute_ref": "precompute_ref",
+    "rl.reward_model": "reward_model",
+    "train.fp8": "fp8",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")

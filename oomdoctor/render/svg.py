@@ -21,6 +21,7 @@ COLOURS = {
     "optimizer": "#137048",
     "activations": "#a3306b",
     "logits": "#5a3f9e",
+    "rollouts": "#7a5a00",
     "overhead": "#545b63",
 }
 CAPACITY_COLOUR = "#b00020"
