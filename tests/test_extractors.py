@@ -2,14 +2,20 @@
 import pytest
 
 from oomdoctor import knowledge
-from oomdoctor.extractors import config_keys, cuda_oom, deepspeed, free_mem, host_oom, nvidia_smi, progress, symptoms
+from oomdoctor.extractors import (Unknown, config_keys, cuda_oom, deepspeed, free_mem, gpu_count, host_oom, nvidia_smi,
+                                  progress, symptoms)
 from oomdoctor.extractors.units import parse_size
 
 KB = knowledge.default()
 
 
 def facts(extractor, text, **kw):
-    return {f.name: f.value for f in extractor.extract(text, **kw)}
+    """What an extractor reads; a finding that rules values out (Unknown) is not a value."""
+    return {f.name: f.value for f in extractor.extract(text, **kw) if not isinstance(f.value, Unknown)}
+
+
+def ruled_out(extractor, text, **kw):
+    return {f.name: f.value for f in extractor.extract(text, **kw) if isinstance(f.value, Unknown)}
 
 
 OLD = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total "
@@ -198,7 +204,7 @@ FACTORY = "model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: ful
             "train.precision": "bf16", "train.optimizer": "paged_adamw_8bit", "eval.enabled": True}),
     (REPR, {"train.precision": "fp16", "train.grad_checkpointing": True, "train.batch_size": 2}),
     (JSON, {"train.batch_size": 16, "train.grad_checkpointing": True, "train.optimizer": "adamw_fused"}),
-    (FLAGS, {"dist.num_gpus": 8, "train.batch_size": 2, "train.precision": "bf16", "train.grad_checkpointing": True,
+    (FLAGS, {"train.batch_size": 2, "train.precision": "bf16", "train.grad_checkpointing": True,
              "train.seq_len": 4096, "train.optimizer": "adafactor"}),
     (AXOLOTL, {"train.method": "qlora", "model.load_dtype": "nf4", "train.seq_len": 8192, "train.packing": True,
                "train.batch_size": 2, "lora.rank": 32, "lora.targets": ["q_proj", "v_proj"], "train.attention": "flash"}),
