@@ -247,6 +247,11 @@ def scan(text: str) -> list[_Reading]:
         argv.add(m.start() + 1)
     for m in _ASSIGN.finditer(text):
         readings.append(_Reading(m.start(), m.group(1), m.group(2), m.end(), parent_of(m.start())))
+        if m.group(2).startswith("{") and len(m.group(2)) > 2:
+            # a flow mapping: fsdp_config: {'fsdp_offload_params': False, ...}; its keys sit inside it
+            inner = m.start(2) + 1
+            for sub in _ASSIGN.finditer(text, inner, m.end(2) - 1):
+                readings.append(_Reading(sub.start(), sub.group(1), sub.group(2), sub.end(), m.group(1).lower()))
     for start, marker in blocks.items():
         m = _YAML_KEY.match(text, start)
         if m:

@@ -195,7 +195,7 @@ _OPTIMIZERS = {"adam": "adamw", "adamw": "adamw", "cpuadam": "adamw", "fusedadam
                "adamw8bit": "adamw_8bit", "lion": "lion", "sgd": "sgd"}
 
 
-def from_config(config: dict, cut: bool) -> Iterator[Finding]:
+def from_config(config: dict, cut: bool, world: int | None = None) -> Iterator[Finding]:
     detail = "DeepSpeed config " + json.dumps(config)[:100]
     yield Finding("dist.strategy", "deepspeed", detail)
     zero = config.get("zero_optimization")
@@ -216,9 +216,15 @@ def from_config(config: dict, cut: bool) -> Iterator[Finding]:
         if len(pins) == 1 and isinstance(next(iter(pins)), bool):
             yield Finding("dist.pin_memory", next(iter(pins)), detail)
     micro = config.get("train_micro_batch_size_per_gpu")
+    accum = config.get("gradient_accumulation_steps")
+    total = config.get("train_batch_size")
     if _count(micro) and micro > 0:
         yield Finding("train.batch_size", micro, "train_micro_batch_size_per_gpu")
-    accum = config.get("gradient_accumulation_steps")
+    elif _count(total) and _count(accum) and world and accum > 0 and total % (accum * world) == 0 and total >= accum * world:
+        # DeepSpeed's train_batch_size is global: micro batch x accumulation x ranks.
+        yield Finding("train.batch_size", total // (accum * world), f"train_batch_size {total} over {accum} x {world} ranks")
+    elif _count(total):
+        yield Finding("train.batch_size", unknown(total), "train_batch_size is the global batch")
     if _count(accum) and accum > 0:
         yield Finding("train.grad_accum", accum, "gradient_accumulation_steps")
     yield from _precision(config)
@@ -294,7 +300,9 @@ def extract(text: str) -> Iterator[Finding]:
 
     parsed = parse_config(text)
     if parsed:
-        for finding in from_config(*parsed):
+        from .gpu_count import launched
+
+        for finding in from_config(*parsed, world=launched(text)):
             yield from say(finding)
     estimate = _ESTIMATE.search(text)
     if estimate:

@@ -56,26 +56,26 @@ _VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES(?:=|\s+is set to\s+)["']?(\d{1,3}
 # --- words ---------------------------------------------------------------------------------------
 # A card's name: A100, H100, T4, L40S, MI300X, RTX 4090, 3090 Ti, 910B; bare numbers only for consumer cards,
 # so that "2 x 4096" (a tensor's shape) is not two GPUs.
-_CARD = (r"(?:NVIDIA\s)?(?:GeForce\s)?(?:RTX\s?|GTX\s?|Tesla\s)?"
-         r"(?:[A-Za-z]{1,6}\s?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:\s?Ti)?|\d{3}[A-Za-z]{1,2})(?![\w.])")
+_CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
+         r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?![\w.])")
 _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
 _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
 _PROSE = [
     # 8 x A100, 8xH100, 2 × 4090, 7*V100, 4 * NVIDIA A10G, 8*910B, 2x24GB
-    re.compile(r"(?<![\w.])(\d{1,3})\s{0,2}[xX×*]\s{0,2}(?:" + _CARD + r"|\d{1,3}\s?GB?\b)"),
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
     # V100 (16GB) X 2, 2080Ti X 2, v100*2
-    re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}|\d{4})\s?(?:Ti\s)?(?:[(（]\d{1,3}\s?GB?[)）]\s{0,2})?[xX×*]\s{0,2}(\d{1,2})(?![\w.])"),
+    re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
     # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus
-    re.compile(r"(?<![\w.])(\d{1,3})\s(?:[\w-]{1,14}\s){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t](?:\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
     # 2 x 40GB A100s
-    re.compile(r"(?<![\w.])(\d{1,3})\s{0,2}[xX×*]\s{0,2}\d{1,3}\s?GB\s[A-Za-z]{1,4}\d{2,4}s\b"),
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}\d{1,3}[ \t]?GB[ \t][A-Za-z]{1,4}\d{2,4}s\b"),
     # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片)
-    re.compile(r"(\d{1,3})\s{0,2}(?:(?:张|块)\s{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    re.compile(r"(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # 两块卡, 三张L40s, 单卡, 双卡
-    re.compile(r"(单|一|两|二|双|三|四|五|六|七|八|十六)\s{0,1}(?:(?:张|块)\s{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    re.compile(r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
-               r"[\s-]{1,2}(?:\d{2,3}\s?GB?\s)?(?:" + _CARD + r"[\s-]{0,2}(?:GPUs?|gpus?|cards?)?|"
+               r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
                r"(?:GPUs?|gpus?|cards?|graphics cards|devices?)(?![\w]))", _I),
 ]
 _NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
@@ -122,6 +122,8 @@ def _launch(text: str, names: dict, counts: _Counts) -> None:
         total = None if n is None else n * (node_counts.pop() if node_counts else 1)
         counts.add(0, total, snippet(text, m.start(), m.end()))
     for m in _NUM_GPUS.finditer(text):
+        if text[max(0, m.start() - 1): m.start()] == "`":
+            continue  # "please pass in `--num_processes=1`": advice in a message, not the launch
         n = _value(m.group(1), names)
         nodes_ = [_value(x.group(1), names) for x in _NUM_NODES.finditer(text)]
         if nodes_ and (None in nodes_ or len(set(nodes_)) > 1):
@@ -191,6 +193,18 @@ def _words(text: str, counts: _Counts) -> None:
                 counts.add(3, None, "a count per node on several nodes")
                 continue
             counts.add(3, n, m.group(0).strip())
+
+
+def launched(text: str) -> int | None:
+    """The count a launcher or the visible devices state, for readers that need the world size."""
+    from .config_keys import _uncomment
+
+    text = _uncomment(text)
+    counts = _Counts()
+    _launch(text, variables.assignments(text), counts)
+    _visible(text, counts)
+    decided = counts.decide()
+    return decided.value if decided and isinstance(decided.value, int) else None
 
 
 def extract(text: str) -> Iterator[Finding]:
