@@ -64,11 +64,11 @@ def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
 @functools.lru_cache(maxsize=1)
 def registry() -> tuple[Extractor, ...]:
     """All extractors, in the order they run; later ones refine earlier ones."""
-    from . import (config_keys, cuda_oom, deepspeed, free_mem, gpu_card, gpu_count, host_oom, launch, model_config,
-                   nvidia_smi, parameters, progress, run_summary, sentence, symptoms)
+    from . import (config_keys, context_length, cuda_oom, deepspeed, free_mem, gpu_card, gpu_count, host_oom, launch,
+                   model_config, nvidia_smi, parameters, progress, run_summary, sentence, symptoms)
 
     # Config readers come before the phrase readers: `load_in_4bit: False` must rule NF4 out before a
     # symptom phrase finds "load_in_4bit" in it.
     modules = (run_summary, config_keys, deepspeed, launch, symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress,
-               model_config, parameters, gpu_count, gpu_card, sentence)
+               model_config, parameters, gpu_count, gpu_card, context_length, sentence)
     return tuple(Extractor(m.NAME, frozenset(m.PRODUCES), m.extract, hasattr(m, "produced_facts")) for m in modules)

@@ -38,6 +38,7 @@ _FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_-]{0,60})(?:(?:[ \t]{1,4}|
 _ARGV = re.compile(r"""(?<![\w-])["']--([A-Za-z_][A-Za-z0-9_-]{0,60})["'],[ \t]{0,4}["'](?!--)([^'"\n]{1,200})["']""")
 # A YAML key whose value is an indented list on the next lines.
 _BLOCK = re.compile(r"^([ \t]{0,8})([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*\n((?:\1[ \t]{0,4}-[ \t]{1,4}[^\n]{1,120}\n?){1,64})", re.MULTILINE)
+_EXPRESSION_TAIL = re.compile(r"[ \t]{0,4}(?://|[-+*/%])[ \t]{0,4}[\w$({][^\n,#)]{0,160}")
 _YAML_KEY = re.compile(r"^([ \t]{0,40})(?:-[ \t]{1,4})?([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*(\S?)", re.MULTILINE)
 _COMMENT_LINE = re.compile(r"^[ \t]{0,40}#[^\n]{0,2000}$", re.MULTILINE)
 _TRAILING_COMMENT = re.compile(r"[ \t]#(?![!])[^\n]{0,2000}$", re.MULTILINE)
@@ -116,11 +117,13 @@ def _as_list(text: str) -> list[str]:
     return ["all-linear" if item.lower() in ("all", "all-linear", "all_linear") else item for item in items]
 
 
-def _integer(text: str, minimum: int, thousand: int = 1024) -> int | None:
+def _integer(text: str, minimum: int) -> int | None:
+    from .context_length import thousands
+
     m = re.fullmatch(r"(\d{1,12}(?:\.\d{1,12})?(?:[eE][+-]?\d{1,3})?)\s?([kK])?", text)
     if not m:
         return None
-    number = float(m.group(1)) * (thousand if m.group(2) else 1)
+    number = thousands(float(m.group(1)), bool(m.group(2)))
     if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE or number != int(number) or number < minimum:
         return None  # 0.1 of a dataset is a share, not a count; -1 means "use the default"
     return int(number)
@@ -246,7 +249,11 @@ def scan(text: str) -> list[_Reading]:
         readings.append(_Reading(m.start(), m.group(1), m.group(2), m.end(), None))
         argv.add(m.start() + 1)
     for m in _ASSIGN.finditer(text):
-        readings.append(_Reading(m.start(), m.group(1), m.group(2), m.end(), parent_of(m.start())))
+        raw, end = m.group(2), m.end()
+        more = _EXPRESSION_TAIL.match(text, end)
+        if more:  # `GRADIENT_ACCUMULATION_STEPS = BATCH_SIZE // MICRO_BATCH_SIZE`: the value is the whole expression
+            raw, end = raw + more.group(0).rstrip().rstrip(","), more.end()
+        readings.append(_Reading(m.start(), m.group(1), raw, end, parent_of(m.start())))
         if m.group(2).startswith("{") and len(m.group(2)) > 2:
             # a flow mapping: fsdp_config: {'fsdp_offload_params': False, ...}; its keys sit inside it
             inner = m.start(2) + 1
