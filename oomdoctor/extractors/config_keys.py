@@ -15,6 +15,7 @@ the formats do not say which wins, the fact stays unknown.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from . import variables
 NAME = "config_keys"
 PRODUCES: set[str] = set()  # from knowledge/settings.yaml, see produced_facts()
 
-_UNQUOTED = r"""[^\s,;()}\]'"，。；、）]{1,200}(?:,[A-Za-z_][\w.-]{0,60}(?![\w.-]|[=:]))*"""
+_UNQUOTED = r"""[^\s,;()}\]'"，。；、）]{1,200}(?:,[A-Za-z_][\w.-]{0,60}(?![\w.-]|[=:])){0,32}"""
 _VALUE = (r"""(\$\(\([^()\n]{1,200}\)\)|\$\([^()\n]{1,200}\)|<[^<>\n]{1,160}>|\[[^\]\n]{0,400}\]|\{[^{}\n]{0,400}\}|"[^"\n]{0,200}"|'[^'\n]{0,200}'|""" + _UNQUOTED + ")")
 _KEY_START = r"(?<![A-Za-z0-9_.-])"
 _ASSIGN = re.compile(_KEY_START + r"""["']?([A-Za-z_][A-Za-z0-9_]{0,60})["']?[ \t]{0,4}[:=][ \t]{0,4}""" + _VALUE)
@@ -201,8 +202,18 @@ class _Reading:
     parent: str | None
 
 
+@functools.lru_cache(maxsize=2)
+def distinct(text: str) -> str:
+    """sentence.prose, once per paste: a long log is mostly repeated lines, and what people paste of
+    configs, launches and their own words is in its distinct lines (cached: every config reader asks)."""
+    from .sentence import prose
+
+    return prose(text)
+
+
+@functools.lru_cache(maxsize=4)
 def _uncomment(text: str) -> str:
-    """Comment lines and trailing `  # comments` blanked, offsets kept."""
+    """Comment lines and trailing `  # comments` blanked, offsets kept (cached: every config reader asks)."""
     text = _COMMENT_LINE.sub(lambda m: " " * len(m.group(0)), text)
     return _TRAILING_COMMENT.sub(lambda m: " " * len(m.group(0)), text)
 
@@ -306,6 +317,7 @@ class _Candidate:
     rank: int
     detail: str
     key: str
+    start: int = 1 << 62
 
 
 def _excluded_when_empty(setting: dict) -> set:
@@ -322,6 +334,7 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
     if kb is None:
         from .. import knowledge
         kb = knowledge.default()
+    text = distinct(text)
     index = _index(kb)
     readings = scan(text)
     names = variables.assignments(_uncomment(text))
@@ -345,7 +358,8 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
                     unsure.add(fact)  # `--gradient_checkpointing $GC`: only the key's own name says it
                 elif isinstance(spec, dict) and "if_present" in spec and "$" in r.raw:
                     detail = snippet(text, r.start, r.end)  # `--deepspeed $CONFIG`: some config is given
-                    candidates.setdefault(fact, []).append(_Candidate(spec["if_present"], setting.get("rank", 0), detail, key))
+                    candidates.setdefault(fact, []).append(
+                        _Candidate(spec["if_present"], setting.get("rank", 0), detail, key, r.start))
                 elif isinstance(spec, dict) and "if_true" in spec:
                     excluded.setdefault(fact, set()).add(_hashable(spec["if_true"]))
             elif value is EMPTY:
@@ -354,11 +368,11 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
                 unsure.add(fact)
             elif value is not None and value is not AUTO:
                 detail = snippet(text, r.start, r.end)
-                candidates.setdefault(fact, []).append(_Candidate(value, setting.get("rank", 0), detail, key))
+                candidates.setdefault(fact, []).append(_Candidate(value, setting.get("rank", 0), detail, key, r.start))
 
     _apply_format_meanings(candidates, excluded, unsure, raw_of, present, text)
 
-    for fact in sorted(set(candidates) | set(excluded) | unsure, key=lambda f: _first(candidates.get(f))):
+    for fact in sorted(set(candidates) | set(excluded) | unsure, key=lambda f: (_first(candidates.get(f)), f)):
         found = candidates.get(fact) or []
         if found:
             top = max(c.rank for c in found)
@@ -374,8 +388,9 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
             yield Finding(fact, unknown(*excluded[fact]), "the config leaves it off")
 
 
-def _first(found: list[_Candidate] | None) -> tuple:
-    return (0, "") if not found else (1, found[0].detail)
+def _first(found: list[_Candidate] | None) -> int:
+    """Where a fact is first set, so that findings come in the order of the text (and never of a set)."""
+    return min((c.start for c in found), default=1 << 62) if found else 1 << 62
 
 
 def _hashable(value: Any) -> Any:

@@ -40,7 +40,9 @@ def thousands(number: float, k: bool) -> float:
 def extract(text: str) -> Iterator[Finding]:
     from .config_keys import _uncomment
 
-    text = _uncomment(text)
+    from .config_keys import distinct
+
+    text = _uncomment(distinct(text))
     found: dict[int, str] = {}
     for pattern in _PATTERNS:
         for m in pattern.finditer(text):

@@ -8,6 +8,7 @@ of which is the run's.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Iterator
@@ -23,6 +24,8 @@ PRODUCES = {"dist.zero_stage", "dist.offload_optimizer", "dist.offload_param", "
 _ANCHOR = re.compile(r'["\'](?:zero_optimization|train_micro_batch_size_per_gpu|zero_allow_untested_optimizer|'
                      r'train_batch_size)["\']\s{0,8}:')
 _MAX_OBJECT = 200_000
+# A config cut off by the paste is a few KiB; repairing is tried on no more than this.
+_MAX_REPAIR = 20_000
 # Real configs nest a handful of levels; anything deeper is refused before json.loads could recurse on it.
 MAX_DEPTH = 32
 
@@ -70,31 +73,19 @@ def balanced_object(text: str, start: int, limit: int = _MAX_OBJECT) -> str | No
     return None
 
 
+_PY_TOKEN = re.compile(r"""'((?:[^'\\\n]|\\.){0,2000})'|"(?:[^"\\\n]|\\.){0,2000}"|(?<![\w.])(True|False|None)(?![\w.])""")
+_PY_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
 def _python_to_json(raw: str) -> str:
-    """A printed Python dict as JSON: single-quoted strings, True/False/None. Linear, no eval."""
-    out, i, n = [], 0, len(raw)
-    while i < n:
-        ch = raw[i]
-        if ch in "'\"":
-            j, buf = i + 1, []
-            while j < n and raw[j] != ch:
-                if raw[j] == "\\" and j + 1 < n:
-                    buf.append(raw[j: j + 2])
-                    j += 2
-                    continue
-                buf.append('\\"' if raw[j] == '"' else raw[j])
-                j += 1
-            out.append('"' + "".join(buf) + '"')
-            i = j + 1
-            continue
-        m = re.match(r"True|False|None", raw[i: i + 5])
-        if m and not (i and (raw[i - 1].isalnum() or raw[i - 1] == "_")):
-            out.append({"True": "true", "False": "false", "None": "null"}[m.group(0)])
-            i += len(m.group(0))
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    """A printed Python dict as JSON: single-quoted strings, True/False/None. One regex pass, no eval."""
+    def convert(m: re.Match) -> str:
+        if m.group(2):
+            return _PY_WORDS[m.group(2)]
+        if m.group(1) is not None:
+            return '"' + m.group(1).replace('"', '\\"') + '"'
+        return m.group(0)
+    return _PY_TOKEN.sub(convert, raw)
 
 
 def repair_truncated(raw: str, limit: int = _MAX_OBJECT) -> tuple[str, bool] | None:
@@ -154,8 +145,9 @@ def _loads(raw: str | None) -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=4)
 def parse_config(text: str) -> tuple[dict, bool] | None:
-    """The DeepSpeed config in the text and whether the paste cut it off."""
+    """The DeepSpeed config in the text and whether the paste cut it off (cached: three readers ask)."""
     anchor = _ANCHOR.search(text)
     if not anchor:
         return None
@@ -166,7 +158,7 @@ def parse_config(text: str) -> tuple[dict, bool] | None:
     config = _loads(whole) if whole else None
     if isinstance(config, dict):
         return config, False
-    repaired = repair_truncated(_python_to_json(text[start:start + _MAX_OBJECT]))
+    repaired = repair_truncated(_python_to_json(text[start:start + _MAX_REPAIR]))
     if repaired:
         config = _loads(repaired[0])
         if isinstance(config, dict):
@@ -258,7 +250,7 @@ def _precision(config: dict) -> Iterator[Finding]:
 
 # Config files named for what they hold: ds_z3_offload_config.json, zero3_offload.yaml, ds_config_zero2.json,
 # zero3_bf16_cpuoffload_all.json, ms-swift's default-zero2 / zero3-offload.
-_NAME_TOKEN = re.compile(r"[\w./-]{0,120}?(?:zero|ds_z)[\w.-]{0,60}", re.IGNORECASE)
+_NAME_HIT = re.compile(r"zero|ds_z", re.IGNORECASE)
 _NAME_STAGE = re.compile(r"(?:zero|(?<![a-z])z)[-_]?(?:stage)?[-_]?([0-3])(?![0-9])", re.IGNORECASE)
 # In words: "deepspeed z3 offload", "ZeRO-3 + offload".
 _PROSE = re.compile(r"(?<![A-Za-z])(?:deepspeed|ds)[ _-]{0,2}(?:zero|z)[ _-]?([0-3])(?![0-9])([ _+-]{0,3}offload)?", re.IGNORECASE)
@@ -268,8 +260,18 @@ def _named_configs(text: str) -> list[tuple[int, bool | None, bool, str]]:
     """(stage, offloads the optimizer, offloads the parameters, name) for each config named in the text;
     a stage said in words says nothing of offload unless it says "offload"."""
     found = []
-    for m in _NAME_TOKEN.finditer(text):
-        token = m.group(0)
+    covered = -1
+    for m in _NAME_HIT.finditer(text):
+        if m.start() < covered:
+            continue
+        # the file name or path around the hit, found by walking out (bounded) rather than by a lazy pattern
+        start, end = m.start(), m.end()
+        while start > 0 and m.start() - start < 120 and (text[start - 1].isalnum() or text[start - 1] in "_./-"):
+            start -= 1
+        while end < len(text) and end - m.end() < 60 and (text[end].isalnum() or text[end] in "_.-"):
+            end += 1
+        covered = end
+        token = text[start:end]
         name = token.rsplit("/", 1)[-1].lower()
         stage = _NAME_STAGE.search(name)
         if not stage or not (name.endswith((".json", ".yaml", ".yml")) or re.fullmatch(r"(?:default-)?zero[0-3](?:[-_]offload)?", name)):
@@ -304,6 +306,9 @@ def extract(text: str) -> Iterator[Finding]:
 
         for finding in from_config(*parsed, world=launched(text)):
             yield from say(finding)
+    from .config_keys import distinct
+
+    text = distinct(text)  # names, version lines and engine messages: the distinct lines are enough
     estimate = _ESTIMATE.search(text)
     if estimate:
         yield from say(Finding("dist.strategy", "deepspeed", snippet(text, estimate.start(), estimate.end())))

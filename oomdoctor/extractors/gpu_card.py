@@ -111,6 +111,9 @@ def _free_sizes(text: str, taken: list[tuple[int, int]]) -> list[tuple[float, st
 def extract(text: str) -> Iterator[Finding]:
     from .config_keys import _uncomment
 
+    from .config_keys import distinct
+
+    text = distinct(text)
     clean = _uncomment(text)
     mentions = _mentions(clean)
     npus = list(_NPU.finditer(clean))

@@ -112,6 +112,10 @@ def _value(raw: str, names: dict) -> int | None:
 
 
 def _launch(text: str, names: dict, counts: _Counts) -> None:
+    lowered = text.lower()
+    if not any(word in lowered for word in ("nproc", "--num", "--include", "-i ", "nnodes", "gres", "num_processes",
+                                            "devices", "single_device", "gpus_per_node", "num_gpus", "n_gpus")):
+        return  # a cheap look before a dozen patterns: most logs launch nothing in their text
     per_node = [(m, _value(m.group(1), names)) for m in _NPROC.finditer(text)]
     nodes = [(m, _value(m.group(1), names)) for m in _NNODES.finditer(text)]
     for m, n in per_node:
@@ -152,8 +156,10 @@ def _launch(text: str, names: dict, counts: _Counts) -> None:
         counts.add(1, int(m.group(1)), m.group(0).strip())
 
 
-def _printed(text: str, counts: _Counts) -> None:
-    """What a run prints about its own size."""
+def _printed(text: str, counts: _Counts, whole: str) -> None:
+    """What a run prints about its own size (`whole`: the paste as it came, for a DeepSpeed JSON's layout)."""
+    if not any(word in text for word in ("Setup with", ": cuda:", "Instantaneous batch size", "train_batch_size")):
+        return
     for m in _DS_ESTIMATE.finditer(text):
         counts.add(1, int(m.group(1)) * int(m.group(2)), m.group(0))
     listed = {int(m.group(1)) for m in _DEVICE_LIST.finditer(text)}
@@ -166,7 +172,7 @@ def _printed(text: str, counts: _Counts) -> None:
             counts.add(1, int(total.group(1)) // per_step, "the Trainer's total batch over the per-device batch and accumulation")
     from .deepspeed import parse_config
 
-    parsed = parse_config(text)
+    parsed = parse_config(whole)
     if parsed:
         config = parsed[0]
         total, micro, accum = (config.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
@@ -198,8 +204,9 @@ def _words(text: str, counts: _Counts) -> None:
 def launched(text: str) -> int | None:
     """The count a launcher or the visible devices state, for readers that need the world size."""
     from .config_keys import _uncomment
+    from .config_keys import distinct
 
-    text = _uncomment(text)
+    text = _uncomment(distinct(text))
     counts = _Counts()
     _launch(text, variables.assignments(text), counts)
     _visible(text, counts)
@@ -210,11 +217,14 @@ def launched(text: str) -> int | None:
 def extract(text: str) -> Iterator[Finding]:
     from .config_keys import _uncomment
 
-    text = _uncomment(text)
+    from .config_keys import distinct
+
+    whole = text
+    text = _uncomment(distinct(text))
     names = variables.assignments(text)
     counts = _Counts()
     _launch(text, names, counts)
-    _printed(text, counts)
+    _printed(text, counts, whole)
     _visible(text, counts)
     _words(text, counts)
     decided = counts.decide()

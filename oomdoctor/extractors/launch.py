@@ -32,6 +32,9 @@ def _single(values: set, fact: str, detail: str) -> Iterator[Finding]:
 
 
 def extract(text: str) -> Iterator[Finding]:
+    from .config_keys import distinct
+
+    text = distinct(text)
     recipes = list(_RECIPE.finditer(text))
     if recipes:
         detail = " ".join(recipes[0].group(0).split())

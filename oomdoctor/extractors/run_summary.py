@@ -21,14 +21,17 @@ _ACCUM = [re.compile(r"Gradient Accumulation steps = (\d{1,6})", re.IGNORECASE),
 
 
 def _one(patterns: list[re.Pattern], text: str) -> tuple[int, str] | None:
-    found = {(int(m.group(1)), m.group(0)) for p in patterns for m in p.finditer(text)}
-    values = {value for value, _ in found}
+    found = sorted((m.start(), int(m.group(1)), m.group(0)) for p in patterns for m in p.finditer(text))
+    values = {value for _, value, _ in found}
     if len(values) != 1 or not values.issubset(range(1, 1_000_000)):
         return None  # several runs with different settings in one paste: which one failed is not said
-    return next(iter(found))
+    return found[0][1], found[0][2]
 
 
 def extract(text: str) -> Iterator[Finding]:
+    from .config_keys import distinct
+
+    text = distinct(text)
     for fact, patterns in (("train.batch_size", _BATCH), ("train.grad_accum", _ACCUM)):
         found = _one(patterns, text)
         if found:

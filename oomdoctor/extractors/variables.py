@@ -7,6 +7,7 @@ numbers, names and + - * / // % ( ), never evaluated as code. Anything else stay
 """
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -33,7 +34,18 @@ def _without_comment(raw: str) -> str:
     return raw[: cut.start()] if cut else raw
 
 
+@functools.lru_cache(maxsize=4)
+def _assignments(text: str) -> tuple[tuple[str, str | None], ...]:
+    return tuple(_collect(text).items())
+
+
 def assignments(text: str) -> dict[str, str | None]:
+    """Names the paste defines, with their raw values; a name defined twice with different
+    values maps to None (which one applies depends on where it is used)."""
+    return dict(_assignments(text))
+
+
+def _collect(text: str) -> dict[str, str | None]:
     """Names the paste defines, with their raw values; a name defined twice with different
     values maps to None (which one applies depends on where it is used)."""
     found: dict[str, str | None] = {}
