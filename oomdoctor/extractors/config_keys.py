@@ -66,15 +66,15 @@ class _Auto:
     """The value is decided elsewhere at run time ("auto")."""
 
 
-class _Reference:
-    """The value is a name or an expression the paste does not define."""
+class _Uncatalogued:
+    """The value names a model the catalog does not hold: the fact stays unknown, no other model stands in."""
 
 
 class _Unresolved:
     """The value refers to names the paste does not define."""
 
 
-EMPTY, AUTO, REFERENCE, UNRESOLVED = _Empty(), _Auto(), _Reference(), _Unresolved()
+EMPTY, AUTO, UNCATALOGUED, UNRESOLVED = _Empty(), _Auto(), _Uncatalogued(), _Unresolved()
 _CODE_REFERENCE = re.compile(r"[A-Za-z_]\w{0,60}(?:\.\w{1,60}){1,6}(?:\(\))?")
 
 
@@ -131,7 +131,7 @@ def _integer(text: str, minimum: int) -> int | None:
 
 
 def read(spec: Any, raw: str, minimum: int = 0) -> Any:
-    """What a raw setting means: a fact value, EMPTY, AUTO, or None when it means nothing we track."""
+    """What a raw setting means: a fact value, EMPTY, AUTO, UNCATALOGUED, or None when it means nothing we track."""
     text = _strip(raw)
     low = text.lower()
     if isinstance(spec, dict) and "map" in spec:
@@ -181,16 +181,16 @@ def read(spec: Any, raw: str, minimum: int = 0) -> Any:
 
 
 def _model(text: str) -> Any:
-    """The catalog id a model name or path names; EMPTY-like None for what is not a name at all."""
+    """The catalog id a model name or path names; None for what is not a name at all (`model=model`)."""
     from ..catalog import resolve_model_id
 
     name = text.rstrip("/")
     if not re.search(r"[/\d-]", name):
         return None  # `model=model` in code is a variable, not a name
     if _MULTIMODAL.search(name):
-        return REFERENCE  # a vision/audio sibling of a text model: not the catalog's model
+        return UNCATALOGUED  # a vision/audio sibling of a text model: not the catalog's model
     model_id = resolve_model_id(name) or resolve_model_id(name.rsplit("/", 1)[-1])
-    return model_id if model_id else REFERENCE
+    return model_id if model_id else UNCATALOGUED
 
 
 @dataclass(frozen=True)
@@ -364,7 +364,7 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
                     excluded.setdefault(fact, set()).add(_hashable(spec["if_true"]))
             elif value is EMPTY:
                 excluded.setdefault(fact, set()).update(_excluded_when_empty(setting))
-            elif value is REFERENCE:
+            elif value is UNCATALOGUED:
                 unsure.add(fact)
             elif value is not None and value is not AUTO:
                 detail = snippet(text, r.start, r.end)
