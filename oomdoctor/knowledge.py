@@ -371,14 +371,16 @@ def _load_claims(path: Path, facts: dict[str, FactSpec]) -> dict[str, Claim]:
     return out
 
 
-READS = ("integer", "number", "boolean", "string", "list", "present")
+READS = ("integer", "number", "boolean", "string", "list", "present", "model")
 
 
 def _load_settings(path: Path, facts: dict[str, FactSpec]) -> list[dict]:
     items = _read(path, "settings")
     if not isinstance(items, list):
         raise KnowledgeError(f"{path.name}: 'settings' must be a list")
-    schema = {"keys": Field("list"), "fact": Field("str"), "read": Field("any")}
+    schema = {"keys": Field("list"), "fact": Field("str"), "read": Field("any"), "unless": Field("list", required=False),
+              "rank": Field("int", required=False), "min": Field("int", required=False),
+              "empty_excludes": Field("list", required=False)}
     for index, entry in enumerate(items):
         where = f"{path.name}: setting #{index + 1}"
         check_entry(entry, schema, where)
@@ -387,12 +389,14 @@ def _load_settings(path: Path, facts: dict[str, FactSpec]) -> list[dict]:
         read = entry["read"]
         if isinstance(read, str):
             check_value(read, Field("enum", values=READS), f"{where}: read")
-        elif isinstance(read, dict) and len(read) == 1 and next(iter(read)) in ("map", "if_true", "if_false"):
-            values = read["map"].values() if "map" in read else read.values()
+        elif isinstance(read, dict) and len(read) == 1 and next(iter(read)) in ("map", "words", "if_true", "if_false", "if_present"):
+            values = read.get("map", read.get("words")).values() if ("map" in read or "words" in read) else read.values()
             for value in values:
                 _check_fact_values({entry["fact"]: value}, facts, where)
         else:
-            raise KnowledgeError(f"{where}: 'read' is one of {list(READS)} or {{map|if_true|if_false: ...}}")
+            raise KnowledgeError(f"{where}: 'read' is one of {list(READS)} or {{map|words|if_true|if_false|if_present: ...}}")
+        for value in entry.get("empty_excludes") or ():
+            _check_fact_values({entry["fact"]: value}, facts, where)
     return items
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .extractors import Finding, registry
+from .extractors import Finding, Unknown, registry
 from .knowledge import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -22,10 +22,14 @@ def observe(text: str, kb: KnowledgeBase) -> list[Observation]:
     """Facts the text shows. Extractors run in registry order; earlier ones are
     more specific (an OOM message's capacity beats a GPU named in prose)."""
     found: dict[str, Observation] = {}
+    ruled_out: dict[str, list[Unknown]] = {}
     for extractor in registry():
         try:
             for finding in extractor.run(text, kb):
-                _keep(found, extractor.name, finding, kb)
+                if isinstance(finding.value, Unknown):
+                    ruled_out.setdefault(finding.name, []).append(finding.value)
+                elif not any(rule.forbids(finding.value) for rule in ruled_out.get(finding.name, ())):
+                    _keep(found, extractor.name, finding, kb)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:  # one bad parse must not lose the rest
             log.warning("extractor %s failed: %s", extractor.name, exc)
     return list(found.values())

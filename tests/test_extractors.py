@@ -2,14 +2,20 @@
 import pytest
 
 from oomdoctor import knowledge
-from oomdoctor.extractors import config_keys, cuda_oom, deepspeed, free_mem, host_oom, nvidia_smi, progress, symptoms
+from oomdoctor.extractors import (Unknown, config_keys, cuda_oom, deepspeed, free_mem, gpu_count, host_oom, nvidia_smi,
+                                  progress, symptoms)
 from oomdoctor.extractors.units import parse_size
 
 KB = knowledge.default()
 
 
 def facts(extractor, text, **kw):
-    return {f.name: f.value for f in extractor.extract(text, **kw)}
+    """What an extractor reads; a finding that rules values out (Unknown) is not a value."""
+    return {f.name: f.value for f in extractor.extract(text, **kw) if not isinstance(f.value, Unknown)}
+
+
+def ruled_out(extractor, text, **kw):
+    return {f.name: f.value for f in extractor.extract(text, **kw) if isinstance(f.value, Unknown)}
 
 
 OLD = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total "
@@ -198,7 +204,7 @@ FACTORY = "model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: ful
             "train.precision": "bf16", "train.optimizer": "paged_adamw_8bit", "eval.enabled": True}),
     (REPR, {"train.precision": "fp16", "train.grad_checkpointing": True, "train.batch_size": 2}),
     (JSON, {"train.batch_size": 16, "train.grad_checkpointing": True, "train.optimizer": "adamw_fused"}),
-    (FLAGS, {"dist.num_gpus": 8, "train.batch_size": 2, "train.precision": "bf16", "train.grad_checkpointing": True,
+    (FLAGS, {"train.batch_size": 2, "train.precision": "bf16", "train.grad_checkpointing": True,
              "train.seq_len": 4096, "train.optimizer": "adafactor"}),
     (AXOLOTL, {"train.method": "qlora", "model.load_dtype": "nf4", "train.seq_len": 8192, "train.packing": True,
                "train.batch_size": 2, "lora.rank": 32, "lora.targets": ["q_proj", "v_proj"], "train.attention": "flash"}),
@@ -418,3 +424,231 @@ def test_oom_site(text, site):
 def test_deeply_nested_json_is_refused_before_parsing():
     nested = '{"zero_optimization": {"stage": 3, "x": ' + "[" * 5000 + "]" * 5000 + "}}"
     assert list(deepspeed.extract(nested)) == []
+
+
+# --- config readers: values honoured, not keys (tests/configs holds the real pastes) ------------------
+from oomdoctor.extractors import context_length, gpu_card, launch, run_summary  # noqa: E402
+from oomdoctor.observation import observe  # noqa: E402
+
+
+def observed(text):
+    return {o.name: o.value for o in observe(text, KB)}
+
+
+@pytest.mark.parametrize("text, name, excluded", [
+    ("load_in_4bit: False\nload_in_8bit: false", "model.load_dtype", {"nf4", "int8"}),
+    ("{'output_dir': 'out', 'deepspeed': None, 'bf16': True}", "dist.strategy", {"deepspeed"}),
+    ("fsdp=[],\nfsdp_config={'min_num_params': 0},", "dist.strategy", {"fsdp"}),
+    ("fsdp: ''", "dist.strategy", {"fsdp"}),
+    ("bf16: false", "train.precision", {"bf16"}),
+])
+def test_false_and_empty_values_rule_their_value_out(text, name, excluded):
+    assert name not in facts(config_keys, text, kb=KB)
+    assert ruled_out(config_keys, text, kb=KB)[name].excluded >= excluded
+
+
+def test_a_word_in_a_key_is_not_the_setting_for_later_readers():
+    """`deepspeed=None` must not become DeepSpeed through the sentence reader's word match."""
+    assert "dist.strategy" not in observed("TrainingArguments(\nbf16=True,\ndeepspeed=None,\nfsdp=[],\n)")
+    assert "model.load_dtype" not in observed("load_in_4bit: false\nload_in_8bit: false")
+    assert observed("per_device_train_batch_size: 2\nload_in_4bit: true")["model.load_dtype"] == "nf4"
+
+
+def test_empty_accelerate_sections_and_auto_set_nothing():
+    text = "deepspeed_config: {}\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\nnum_processes: 2"
+    got = facts(config_keys, text, kb=KB)
+    assert got["dist.strategy"] == "fsdp" and got["dist.offload_param"] == "cpu"
+    ds = '{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}, "train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}'
+    got = facts(deepspeed, ds)
+    assert got["dist.zero_stage"] == 2 and "train.precision" not in got and "train.batch_size" not in got
+    assert "train.precision" not in observed(ds)
+
+
+def test_an_installed_deepspeed_is_not_a_strategy():
+    env = "- `Accelerate` version: 0.30.1\n- PyTorch version (GPU?): 2.3.0 (True)\n- DeepSpeed version: 0.15.0\n- GPU type: NVIDIA L40S"
+    assert "dist.strategy" not in observed(env)
+    assert observed(env + "\ndeepspeed --num_gpus 2 train.py --deepspeed ds_z2_config.json")["dist.strategy"] == "deepspeed"
+
+
+@pytest.mark.parametrize("text, targets", [
+    ("--lora_target q_proj,v_proj \\", ["q_proj", "v_proj"]),
+    ('target_modules=["q_proj", "v_proj"],', ["q_proj", "v_proj"]),
+    ("lora_target_modules:\n  - q_proj\n  - k_proj\n", ["q_proj", "k_proj"]),
+    ('{"target_modules": ["q_proj", "o_proj"]}', ["q_proj", "o_proj"]),
+    ("lora_target: all", ["all-linear"]),
+    ("lora_target_linear: true", ["all-linear"]),
+])
+def test_lists_are_read_whole(text, targets):
+    assert facts(config_keys, text, kb=KB)["lora.targets"] == targets
+
+
+def test_values_given_by_name_need_their_definition():
+    script = "MICRO_BATCH_SIZE = 4\nBATCH_SIZE = 128\nGRADIENT_ACCUMULATION_STEPS = BATCH_SIZE // MICRO_BATCH_SIZE\n"
+    got = facts(config_keys, script, kb=KB)
+    assert got["train.batch_size"] == 4 and got["train.grad_accum"] == 32
+    shell = "n=2\nswift sft --gradient_accumulation_steps $(expr 64 / $n) --per_device_train_batch_size $BS"
+    got = facts(config_keys, shell, kb=KB)
+    assert got["train.grad_accum"] == 32 and "train.batch_size" not in got
+    call = "TrainingArguments(per_device_train_batch_size=MICRO_BATCH_SIZE, gradient_accumulation_steps=args.accum)"
+    assert {"train.batch_size", "train.grad_accum"}.isdisjoint(facts(config_keys, call, kb=KB))
+
+
+def test_variables_resolve_only_arithmetic_never_code():
+    from oomdoctor.extractors.variables import assignments, resolve
+
+    names = assignments("A=6\nB=3\nexport C=$A\n")
+    assert resolve("$((A * B + 2))", names) == "20" and resolve("${C}", names) == "6"
+    assert resolve("$(nvidia-smi -L | wc -l)", names) is None
+    assert resolve("__import__('os').system('x')", names) is None or "import" in resolve("__import__('os').system('x')", names)
+    assert resolve("A // 0", names) is None
+
+
+def test_enum_reprs_of_printed_arguments():
+    text = ("optim=<OptimizerNames.ADAMW_TORCH: 'adamw_torch'>,\nlr_scheduler_type=<SchedulerType.LINEAR: 'linear'>,\n"
+            "evaluation_strategy=<IntervalStrategy.NO: 'no'>,")
+    got = facts(config_keys, text, kb=KB)
+    assert got["train.optimizer"] == "adamw" and got["eval.enabled"] is False
+    assert facts(config_keys, "optim=OptimizerNames.PAGED_ADAMW_8BIT,", kb=KB)["train.optimizer"] == "paged_adamw_8bit"
+
+
+def test_commented_lines_are_not_settings():
+    text = "cutoff_len: 2048\n# cutoff_len: 8192\n#bf16: true\nfp16: true  # bf16 on an A100"
+    got = facts(config_keys, text, kb=KB)
+    assert got["train.seq_len"] == 2048 and got["train.precision"] == "fp16"
+
+
+def test_conflicting_settings_stay_unknown_and_specific_keys_win():
+    text = "zero_stage: 3\nnum_processes: 2\n---\nzero_stage: 2\nnum_processes: 2"
+    assert "dist.zero_stage" not in facts(config_keys, text, kb=KB)
+    litgpt = "{'batch_size': 128, 'micro_batch_size': 1, 'gradient_accumulation_iters': 128, 'devices': 1}"
+    assert facts(config_keys, litgpt, kb=KB)["train.batch_size"] == 1
+
+
+def test_shares_are_not_counts():
+    got = facts(config_keys, "val_size: 0.1\neval_steps: 0.3\nblock_size: -1\nval_set_size: 2000", kb=KB)
+    assert got.get("eval.samples") == 2000 and "eval.steps" not in got and "train.seq_len" not in got
+
+
+def test_explicit_model_beats_a_name_in_a_title_or_a_path():
+    text = ("CUDA out of memory | QLORA | Llama 3 70B\nmodel_name_or_path: TechxGenus/Meta-Llama-3-70B-Instruct-GPTQ\n"
+            "quantization_bit: 4\nfinetuning_type: lora\noutput_dir: saves/llama3-8b/qlora/sft")
+    got = observed(text)
+    assert got["model.name"] == "llama-3-70b" and got["train.method"] == "qlora"
+    assert "model.load_dtype" not in got  # GPTQ weights are 4-bit already, not NF4
+    assert "model.name" not in observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")
+
+
+@pytest.mark.parametrize("text, count", [
+    ("torchrun --nnodes 2 --nproc_per_node 8 train.py", 16),
+    ("deepspeed --num_nodes 2 --num_gpus 8 train.py", 16),
+    ("accelerate launch --num_processes=4 train.py", 4),
+    ("num_machines: 1\nnum_processes: 8\n", 8),
+    ("deepspeed --include localhost:0,1,4,6 train.py", 4),
+    ("NNODES=2 NPROC_PER_NODE=8 swift sft", 16),
+    ("srun --gres=gpu:4 --nodes=2 python train.py", 8),
+    ("CUDA_VISIBLE_DEVICES=0,1,2,3 python train.py", 4),
+    ("['torchrun', '--nnodes', '1', '--nproc_per_node', '8', 'launcher.py']", 8),
+    ("tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device", 1),
+    ("8 x A100", 8), ("8xH100", 8), ("2xT4", 2), ("7*V100", 7), ("4张L20", 4), ("共8张卡", 8), ("两块卡，A6000", 2),
+    ("on two GPUs", 2), ("单卡", 1), ("V100 (16GB) X 2", 2), ("across 8 80GB GPUs", 8),
+])
+def test_gpu_counts_in_every_form(text, count):
+    assert facts(gpu_count, text)["dist.num_gpus"] == count
+
+
+@pytest.mark.parametrize("text", [
+    "torchrun --nnodes $NNODES --nproc_per_node 8 train.py",           # the node count is not in the paste
+    "torchrun --nproc_per_node 4 a.py\ntorchrun --nproc_per_node 8 b.py",  # two launches disagree
+    "a tensor of 2 x 4096",                                            # a shape, not cards
+    "# with 8 gpus each",                                              # a comment
+])
+def test_gpu_counts_that_stay_unknown(text):
+    assert "dist.num_gpus" not in facts(gpu_count, text)
+
+
+def test_a_trainer_banner_gives_batch_accumulation_and_ranks():
+    banner = ("  Instantaneous batch size per device = 2\n"
+              "  Total train batch size (w. parallel, distributed & accumulation) = 64\n  Gradient Accumulation steps = 4\n")
+    assert facts(run_summary, banner) == {"train.batch_size": 2, "train.grad_accum": 4}
+    assert facts(gpu_count, banner)["dist.num_gpus"] == 8
+
+
+@pytest.mark.parametrize("text, gpu, memory", [
+    ("8 x A100s (40G)", "a100-40gb-sxm", None),
+    ("Tesla V100 32GB", "v100-32gb", None),
+    ("on 3 nodes (each one has 8 32GB v100 gpus)", "v100-32gb", None),
+    ("RTX 4070 Ti", "rtx-4070-ti", None),
+    ("an A6000 Ada", "rtx-6000-ada", None),
+    ("4张L20(45G)", "l20", 45.0),
+    ("- GPU type: NVIDIA A100-SXM4-80GB\n- GPU memory: 79.15GB", "a100-80gb-sxm", 79.15),
+    ("24G显存", None, 24.0),
+    ("8*910B (64G)", None, 64.0),
+    ("total_memory: 10.9GB\nname: NVIDIA GeForce GTX 1080 Ti", None, 10.9),
+])
+def test_gpu_names_and_stated_memory(text, gpu, memory):
+    got = facts(gpu_card, text)
+    assert got.get("gpu.name") == gpu and got.get("gpu.memory_gib") == memory
+
+
+def test_gpu_reader_leaves_mixed_cards_comments_and_totals_alone():
+    assert "gpu.name" not in facts(gpu_card, "two RTX 4090 and one RTX 3090")
+    assert ruled_out(gpu_card, "fp16=True, #(set bf16 to True with an A100)")["gpu.name"].excluded is None
+    assert "gpu.memory_gib" not in facts(gpu_card, "4*A10G graphics cards (total 96 Gb)")
+    assert "gpu.memory_gib" not in facts(gpu_card, "只需要48GB显存")
+    assert ruled_out(gpu_card, "8*910B (64G)")["model.params_b"].excluded == {910.0}
+
+
+def test_deepspeed_json_cut_off_python_dicts_and_names():
+    cut = '{"train_micro_batch_size_per_gpu": 1,\n "optimizer": {"type": "Adam", "params": {"lr": 1e-5}},\n "fp16": {"enabled": True},\n "activation_chec'
+    got = facts(deepspeed, cut)
+    assert got == {"dist.strategy": "deepspeed", "train.batch_size": 1, "train.precision": "fp16", "train.optimizer": "adamw"}
+    printed = "{'fp16': {'enabled': True}, 'train_micro_batch_size_per_gpu': 2, 'gradient_accumulation_steps': 4}"
+    assert facts(deepspeed, printed)["train.grad_accum"] == 4
+    named = facts(deepspeed, "--deepspeed examples/deepspeed/ds_z3_offload_config.json")
+    assert named["dist.zero_stage"] == 3 and named["dist.offload_optimizer"] == "cpu" and "dist.offload_param" not in named
+    both = facts(deepspeed, "deepspeed: deepspeed_configs/zero3_bf16_cpuoffload_all.json")
+    assert both["dist.offload_param"] == "cpu"
+    assert facts(deepspeed, "swift sft --deepspeed default-zero2")["dist.zero_stage"] == 2
+    table = "Estimated memory needed for params, optim states and gradients for a:\n 148.66GB | 12.39GB | offload_optimizer=cpu"
+    assert ruled_out(deepspeed, table)["dist.offload_optimizer"].excluded is None
+
+
+def test_deepspeed_global_batch_over_launched_ranks():
+    text = '{"train_batch_size": 8, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}}\ndeepspeed --num_gpus=4 x.py'
+    assert facts(deepspeed, text)["train.batch_size"] == 2
+    assert facts(gpu_count, '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1}')[
+        "dist.num_gpus"] == 4
+
+
+@pytest.mark.parametrize("text", [
+    "Loading checkpoint shards: 100%|██████████| 30/30 [00:08<00:00,  3.49it/s]",
+    "Map: 100%|██████████| 1000/1000 [00:01<00:00, 800.00 examples/s]",
+    "Tokenizing:  10%|█         | 21/200 [00:00<00:04, 35.96 examples/s]",
+    "Running tokenizer on dataset (num_proc=16): 100%|██████████| 100/100 [00:06<00:00, 16.42 examples/s]",
+    "Saving the dataset (1/1 shards): 100%|███████████| 52002/52002 [00:00<00:00, 2903246.46 examples/s]",
+])
+def test_progress_bars_that_are_not_training(text):
+    assert "log.after_steps" not in facts(progress, text)
+
+
+def test_a_training_bar_after_a_loading_bar_still_counts():
+    text = ("Loading checkpoint shards: 100%|██████████| 2/2 [00:08<00:00,  4.2s/it]\n"
+            "  1%|          | 2/352 [09:48<28:38:54, 294.67s/it]")
+    assert facts(progress, text)["log.after_steps"] is True
+
+
+@pytest.mark.parametrize("text, value", [
+    ("500k 的上下文长度", 500_000), ("32k窗口的上下文", 32768), ("context len=2k", 2048), ("8192ctx", 8192),
+    ("上下文长度为 4096", 4096),
+])
+def test_context_lengths_in_words(text, value):
+    assert facts(context_length, text)["train.seq_len"] == value
+
+
+def test_recipe_script_and_class_names():
+    assert facts(launch, "tune run --nproc_per_node 8 full_finetune_\ndistributed --config x.yaml") == {
+        "train.method": "full", "dist.strategy": "fsdp"}
+    assert facts(launch, 'File "/data/grpo/sft/sft.py", line 67')["train.objective"] == "sft"
+    assert facts(launch, "trainer = GRPOTrainer(model=m, args=GRPOConfig(...))")["train.objective"] == "grpo"
+    assert facts(launch, "accelerate launch --config_file examples/accelerate_configs/fsdp_qlora.yaml x.py")[
+        "dist.strategy"] == "fsdp"

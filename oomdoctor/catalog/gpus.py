@@ -165,6 +165,7 @@ def get_gpu(gpu_id: str, path: str | os.PathLike[str] | None = None) -> GPU:
 # ---------------------------------------------------------------------- tokenising
 _GPU_TOKEN_RE = re.compile(
     r"\d+(?:\.\d+)?\s?(?:gb|gib|g)(?![a-z0-9])"   # memory: 80gb, 40g, 24 GB
+    r"|(?<![a-z0-9.])\d{1,3}(?=[a-z]{1,3}\d{2,4}(?![a-z0-9]))"  # the count in "8h100": its own token
     r"|[a-z]+\d+[a-z]*"                          # a100, h100, t4, l40s, a10g, mi300x, sxm4, rtx4090
     r"|\d+[a-z]*"                                # 4090, 4090d, 3090ti
     r"|[a-z]+"
@@ -330,6 +331,7 @@ class GpuMention:
     alias: str
     score: float
     count: int = 1   # "8x A100", "2×4090"
+    stated_gib: float | None = None   # the size written beside the name: "L20(45G)", "32GB V100"
 
 
 _COUNT_BEFORE_RE = re.compile(r"(\d{1,3})\s*(?:x|×|\*)\s*$", re.IGNORECASE)
@@ -337,15 +339,51 @@ _COUNT_CARDS_RE = re.compile(r"(\d{1,3}|[一二两三四五六七八九十])\s*(
 _CN_NUM = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 
 
+# A card's usable memory is a little under its marketing size ("L20(45G)", "A100 39.5G"): a stated size this
+# close to the card's names the card, and is kept as what the user has.
+_NEAR_SIZE = 0.85
+
+
+def _plural(tok: str) -> str | None:
+    """"a100s" -> "a100": a plural of a card name (but "l40s" is a card of its own)."""
+    return tok[:-1] if re.fullmatch(r"[a-z]{1,6}\d{2,4}s", tok) else None
+
+
+def _near(gpu: GPU, stated: float) -> bool:
+    return _NEAR_SIZE * gpu.memory_gb_marketing <= stated <= gpu.memory_gb_marketing
+
+
 def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window: int = 5) -> list[GpuMention]:
     """GPUs named in free text, in order; linear in ``len(text)``."""
     if not isinstance(text, str) or not text:
         return []
     idx = _gindex(gpus)
-    toks = _gpu_tokens_spans(text)
+    # "8xA100", "2×4090", "8*H100": the count is not part of the name (same length, offsets kept).
+    scan = re.sub(r"(?<=\d)[x×*](?=[A-Za-z0-9])", " ", text)
+    toks = _gpu_tokens_spans(scan)
     n = len(toks)
     out: list[GpuMention] = []
     i = 0
+
+    def close(a: _GTok, b: _GTok) -> bool:
+        return b.start - a.end <= 3 and "\n" not in scan[a.end:b.start]
+
+    def names(window: list[_GTok]) -> list[str]:
+        texts = [t.text for t in window]
+        if _match_key(idx, _key(texts))[0] is None and texts and _plural(texts[-1]):
+            texts[-1] = _plural(texts[-1])
+        return texts
+
+    def sized(window: list[_GTok], size_tok: _GTok) -> tuple[GPU | None, float, str, float]:
+        stated = float(_MEM_RE.match(size_tok.text).group(1))
+        g, score, alias = _match_key(idx, _key(names(window) + [size_tok.text]))
+        if g is not None:
+            return g, score, alias, stated
+        g, score, alias = _match_key(idx, _key(names(window)))
+        if g is not None and _near(g, stated):
+            return g, min(score, 90.0), alias, stated
+        return None, 0.0, "", stated
+
     while i < n:
         if toks[i].text in _NOISE or _MEM_RE.match(toks[i].text):
             i += 1
@@ -354,10 +392,9 @@ def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window:
         for width in range(min(max_window, n - i), 0, -1):
             window = toks[i:i + width]
             # a window may not jump over a line break or a long gap
-            if any(window[j + 1].start - window[j].end > 3 or "\n" in text[window[j].end:window[j + 1].start]
-                   for j in range(width - 1)):
+            if any(not close(window[j], window[j + 1]) for j in range(width - 1)):
                 continue
-            g, score, alias = _match_key(idx, _key(t.text for t in window))
+            g, score, alias = _match_key(idx, _key(names(window)))
             if g is not None:
                 found = (width, g, score, alias)
                 break
@@ -365,14 +402,20 @@ def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window:
             i += 1
             continue
         width, g, score, alias = found
+        stated = None
         nxt = i + width
-        if (nxt < n and _MEM_RE.match(toks[nxt].text) and toks[nxt].start - toks[nxt - 1].end <= 3):
-            # "4060 Ti 8GB": a size right after the name must agree with the card
-            g2, score2, alias2 = _match_key(idx, _key(t.text for t in toks[i:nxt + 1]))
+        if nxt < n and _MEM_RE.match(toks[nxt].text) and toks[nxt].start - toks[nxt - 1].end <= 3:
+            # "4060 Ti 8GB", "A100s (40G)": a size right after the name must agree with the card
+            g2, score2, alias2, stated = sized(toks[i:nxt], toks[nxt])
             if g2 is None:
                 i = nxt + 1
                 continue
             g, score, alias, width = g2, score2, alias2, width + 1
+        elif i > 0 and _MEM_RE.match(toks[i - 1].text) and close(toks[i - 1], toks[i]):
+            # "8 32GB v100 gpus", "2 x 40GB A100s": the size may come first
+            g2, score2, alias2, stated = sized(toks[i:nxt], toks[i - 1])
+            if g2 is not None:
+                g, score, alias = g2, score2, alias2
         start, end = toks[i].start, toks[i + width - 1].end
         j = i - 1  # include leading vendor words ("NVIDIA GeForce RTX") in the reported text
         while j >= 0 and toks[j].text in _VENDOR_WORDS and toks[j + 1].start - toks[j].end <= 1:
@@ -384,7 +427,7 @@ def find_gpus_in_text(text: str, gpus: dict[str, GPU] | None = None, max_window:
         if m:
             c = m.group(1)
             count = int(c) if c.isdigit() else _CN_NUM.get(c, 1)
-        out.append(GpuMention(g, text[start:end], start, end, alias, score, count))
+        out.append(GpuMention(g, text[start:end], start, end, alias, score, count, stated))
         i += width
     return out
 

@@ -19,6 +19,27 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Unknown:
+    """The value of a Finding that settles a fact as not known from this text.
+
+    A config that says `deepspeed: None`, a count held in a shell variable, two pasted configs
+    that disagree: the text speaks of the fact, and what it says rules values out. Extractors
+    that run later may not set the fact to an excluded value (to any value when `excluded` is
+    None), so a word elsewhere in the paste cannot fill in what the config left open.
+    """
+    excluded: frozenset | None = None
+
+    def forbids(self, value: Any) -> bool:
+        if self.excluded is None:
+            return True
+        return (tuple(value) if isinstance(value, list) else value) in self.excluded
+
+
+def unknown(*excluded: Any) -> Unknown:
+    return Unknown(frozenset(excluded) if excluded else None)
+
+
+@dataclass(frozen=True)
 class Extractor:
     name: str
     produces: frozenset[str]
@@ -43,9 +64,11 @@ def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
 @functools.lru_cache(maxsize=1)
 def registry() -> tuple[Extractor, ...]:
     """All extractors, in the order they run; later ones refine earlier ones."""
-    from . import (config_keys, cuda_oom, deepspeed, free_mem, host_oom, model_config, nvidia_smi, parameters,
-                   progress, sentence, symptoms)
+    from . import (config_keys, context_length, cuda_oom, deepspeed, free_mem, gpu_card, gpu_count, host_oom, launch,
+                   model_config, nvidia_smi, parameters, progress, run_summary, sentence, symptoms)
 
-    modules = (symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress, config_keys, deepspeed,
-               model_config, parameters, sentence)
+    # Config readers come before the phrase readers: `load_in_4bit: False` must rule NF4 out before a
+    # symptom phrase finds "load_in_4bit" in it.
+    modules = (run_summary, config_keys, deepspeed, launch, symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress,
+               model_config, parameters, gpu_count, gpu_card, context_length, sentence)
     return tuple(Extractor(m.NAME, frozenset(m.PRODUCES), m.extract, hasattr(m, "produced_facts")) for m in modules)

@@ -12,7 +12,7 @@ from . import Finding, snippet
 
 NAME = "sentence"
 PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.batch_size",
-            "train.seq_len", "dist.num_gpus", "train.grad_checkpointing", "model.load_dtype", "dist.zero_stage",
+            "train.seq_len", "train.grad_checkpointing", "model.load_dtype", "dist.zero_stage",
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
@@ -42,9 +42,6 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # "4096 tokens", "sequences of 1024 tokens": a length in tokens, not an amount of data ("trained on 500k tokens").
     ("train.seq_len", re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})?|\d{2,6})\s{0,2}(k)?[- ]?tokens?\b", _I), "seq_tokens"),
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
-    ("dist.num_gpus", re.compile(r"\b(\d{1,3})\s{0,2}(?:x|×|\*)\s{0,2}(?=[A-Za-z]{0,8}\s{0,1}[AHLTVPB]?\d{2,4})", _I), int),
-    ("dist.num_gpus", re.compile(r"\b(\d{1,3})\s{0,2}(?:gpus?|cards?|卡|张卡|块卡|块显卡|张显卡)", _I), int),
-    ("dist.num_gpus", re.compile(r"(单|一|两|二|三|四|六|八|十六)\s{0,1}(?:张|块|台|个)\s{0,2}(?:卡|显卡|gpu|GPU|[A-Za-z]{0,8}\s{0,1}\d{2,4})"), "zh_count"),
     ("train.grad_checkpointing", re.compile(r"\b(?:no|without|disabled?)\s{1,3}(?:gradient|grad|activation)[- _]?checkpointing|"
                                             r"(?<![A-Za-z])(?:(?:gradient|grad|activation)[- _]?)?checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
                                             r"(?:没(?:有)?开(?:启)?|未开启|不开|关闭(?:了)?)\s{0,2}(?:梯度检查点|重计算)|(?:梯度检查点|重计算)\s{0,2}(?:没(?:有)?开|未开启|不开|关(?:闭|了))", _I), False),
@@ -149,7 +146,6 @@ def _seq(match: re.Match) -> int | None:
     return number if 16 <= number <= 2_000_000 else None
 
 
-_ZH_COUNTS = {"单": 1, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "六": 6, "八": 8, "十六": 16}
 PROSE_HEAD_LINES = 3000
 PROSE_TAIL_LINES = 1000
 PROSE_LINE_CHARS = 1000
@@ -260,8 +256,6 @@ def _value(kind, match: re.Match, text: str):
         return int(next(g for g in match.groups() if g))
     if kind == "count":
         return int(next(g for g in match.groups() if g).replace(",", "")) or None
-    if kind == "zh_count":
-        return _ZH_COUNTS[match.group(1)]
     if kind == "params":
         value = float(match.group(1))
         return value if 0.05 <= value <= 2000 else None

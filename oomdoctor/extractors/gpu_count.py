@@ -1,0 +1,232 @@
+"""How many GPUs the job trains on, in every form a paste states it.
+
+Launchers first: torchrun / torch.distributed.launch (`--nproc_per_node 8 --nnodes 2` is 16),
+the deepspeed launcher (`--num_gpus`, `--num_nodes`, `--include localhost:0,1,4,6`), accelerate
+(`--num_processes`, the config's `num_processes:`, its "was set to a value of `2`" warning), the
+environment (`NPROC_PER_NODE=8 NNODES=2`), Slurm (`--gres=gpu:4 --nodes=2`), litgpt's `devices`,
+torchtune's single-device recipes; then what a run prints (the Trainer's banner, a DeepSpeed
+batch that only adds up over N ranks); then the visible devices (`CUDA_VISIBLE_DEVICES=0,1,2,3`);
+then words ("8 x A100", "8xH100", "2xT4", "7*V100", "4张L20", "共8张卡", "two GPUs", "单卡").
+An earlier kind of source beats a later one; two of the same kind that disagree, or a launcher
+whose count is a variable the paste does not define, leave the count unknown.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from . import Finding, snippet, unknown
+from . import variables
+
+NAME = "gpu_count"
+PRODUCES = {"dist.num_gpus"}
+
+_MAX = 4096
+_I = re.IGNORECASE
+# A flag and its value, also inside a printed argv list: '--nproc_per_node', '8'.
+_Q = r"""["']?"""
+_ARG = r"""(?:[ \t]{1,4}|=|["'],[ \t]{0,4}["'])([^\s"',\\]{1,80})"""
+
+
+def _flag(*names: str) -> re.Pattern:
+    alternatives = "|".join(name.replace("_", "[-_]") for name in names)
+    return re.compile(r"(?<![\w-])" + _Q + r"--(?:" + alternatives + r")" + _ARG, _I)
+
+
+_NPROC = _flag("nproc_per_node")
+_NNODES = _flag("nnodes")
+_NUM_GPUS = _flag("num_gpus", "num_processes", "devices")
+_NUM_NODES = _flag("num_nodes")
+_INCLUDE = re.compile(r"""(?<![\w-])(?:--include|-i)(?:[ \t]{1,4}|=)["']?([\w.-]{1,60}:[\d,]{1,80}(?:@[\w.-]{1,60}:[\d,]{1,80}){0,16})""")
+_ENV_NPROC = re.compile(r"(?<![\w$])(?:NPROC_PER_NODE|GPUS_PER_NODE|NUM_GPUS|N_GPUS)=([^\s\\]{1,80})")
+_ENV_NNODES = re.compile(r"(?<![\w$])(?:NNODES|NUM_NODES|NODE_COUNT)=([^\s\\]{1,80})")
+_GRES = re.compile(r"--gres[= ]gpu:(?:[\w-]{1,20}:)?(\d{1,3})")
+_SLURM_NODES = re.compile(r"(?<![\w-])(?:--nodes|-N)[= ](\d{1,4})(?![\d-])")
+_YAML_PROCS = re.compile(r"""(?:^[ \t\-]{0,12}(?:num_processes|devices)|["'](?:num_processes|devices)["'])[ \t]{0,4}:[ \t]{0,4}(\d{1,4})(?![\d.])""",
+                         re.MULTILINE)
+_ACCELERATE_WARNING = re.compile(r"`--num_processes` was set to a value of `(\d{1,4})`")
+_SINGLE_RECIPE = re.compile(r"(?<![A-Za-z])\w{0,40}_single_device\b")
+_DS_ESTIMATE = re.compile(r"Setup with (\d{1,4}) nodes?, (\d{1,4}) GPUs? per node")
+_DEVICE_LIST = re.compile(r"\b\d{1,3}/(\d{1,3}): cuda:\d{1,3}\b")
+_BANNER_DEVICE = re.compile(r"Instantaneous batch size per device = (\d{1,6})")
+_BANNER_TOTAL = re.compile(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (\d{1,9})")
+_BANNER_ACCUM = re.compile(r"Gradient Accumulation steps = (\d{1,6})", _I)
+_VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES(?:=|\s+is set to\s+)["']?(\d{1,3}(?:\s{0,2},\s{0,2}\d{1,3}){0,63})["']?""")
+
+# --- words ---------------------------------------------------------------------------------------
+# A card's name: A100, H100, T4, L40S, MI300X, RTX 4090, 3090 Ti, 910B; bare numbers only for consumer cards,
+# so that "2 x 4096" (a tensor's shape) is not two GPUs.
+_CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
+         r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?![\w.])")
+_ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
+_EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
+_PROSE = [
+    # 8 x A100, 8xH100, 2 × 4090, 7*V100, 4 * NVIDIA A10G, 8*910B, 2x24GB
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
+    # V100 (16GB) X 2, 2080Ti X 2, v100*2
+    re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
+    # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t](?:\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
+    # 2 x 40GB A100s
+    re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}\d{1,3}[ \t]?GB[ \t][A-Za-z]{1,4}\d{2,4}s\b"),
+    # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片)
+    re.compile(r"(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # 两块卡, 三张L40s, 单卡, 双卡
+    re.compile(r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards
+    re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
+               r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
+               r"(?:GPUs?|gpus?|cards?|graphics cards|devices?)(?![\w]))", _I),
+]
+_NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
+
+
+class _Counts:
+    """Candidate counts by how directly they are stated (lower tier = more direct)."""
+
+    def __init__(self) -> None:
+        self.by_tier: dict[int, list[tuple[int | None, str]]] = {}
+
+    def add(self, tier: int, count: int | None, detail: str) -> None:
+        if count is None or 0 < count <= _MAX:
+            self.by_tier.setdefault(tier, []).append((count, detail))
+
+    def decide(self) -> Finding | None:
+        for tier in sorted(self.by_tier):
+            found = self.by_tier[tier]
+            counts = {count for count, _ in found}
+            if None in counts:
+                return Finding("dist.num_gpus", unknown(), next(d for c, d in found if c is None))
+            if len(counts) == 1:
+                return Finding("dist.num_gpus", counts.pop(), found[0][1])
+            return Finding("dist.num_gpus", unknown(), "the paste gives different GPU counts: " +
+                           ", ".join(sorted({d for _, d in found}))[:120])
+        return None
+
+
+def _value(raw: str, names: dict) -> int | None:
+    resolved = variables.resolve(raw, names)
+    if resolved is None or not re.fullmatch(r"\d{1,5}", resolved):
+        return None
+    return int(resolved)
+
+
+def _launch(text: str, names: dict, counts: _Counts) -> None:
+    lowered = text.lower()
+    if not any(word in lowered for word in ("nproc", "--num", "--include", "-i ", "nnodes", "gres", "num_processes",
+                                            "devices", "single_device", "gpus_per_node", "num_gpus", "n_gpus")):
+        return  # a cheap look before a dozen patterns: most logs launch nothing in their text
+    per_node = [(m, _value(m.group(1), names)) for m in _NPROC.finditer(text)]
+    nodes = [(m, _value(m.group(1), names)) for m in _NNODES.finditer(text)]
+    for m, n in per_node:
+        node_counts = {c for _, c in nodes}
+        if None in node_counts or len(node_counts) > 1:
+            counts.add(0, None, "--nnodes is not a number here")
+            continue
+        total = None if n is None else n * (node_counts.pop() if node_counts else 1)
+        counts.add(0, total, snippet(text, m.start(), m.end()))
+    for m in _NUM_GPUS.finditer(text):
+        if text[max(0, m.start() - 1): m.start()] == "`":
+            continue  # "please pass in `--num_processes=1`": advice in a message, not the launch
+        n = _value(m.group(1), names)
+        nodes_ = [_value(x.group(1), names) for x in _NUM_NODES.finditer(text)]
+        if nodes_ and (None in nodes_ or len(set(nodes_)) > 1):
+            counts.add(0, None, "--num_nodes is not a number here")
+            continue
+        counts.add(0, None if n is None else n * (nodes_[0] if nodes_ else 1), snippet(text, m.start(), m.end()))
+    for m in _INCLUDE.finditer(text):
+        gpus = sum(len(host.split(":", 1)[1].split(",")) for host in m.group(1).split("@"))
+        counts.add(0, gpus, m.group(0))
+    env_nodes = [_value(m.group(1), names) for m in _ENV_NNODES.finditer(text)]
+    for m in _ENV_NPROC.finditer(text):
+        n = _value(m.group(1), names)
+        if env_nodes and (None in env_nodes or len(set(env_nodes)) > 1):
+            counts.add(0, None, "NNODES is not a number here")
+            continue
+        counts.add(0, None if n is None else n * (env_nodes[0] if env_nodes else 1), snippet(text, m.start(), m.end()))
+    gres = _GRES.search(text)
+    if gres:
+        nodes_ = _SLURM_NODES.search(text)
+        counts.add(0, int(gres.group(1)) * (int(nodes_.group(1)) if nodes_ else 1), snippet(text, gres.start(), gres.end()))
+    for m in _ACCELERATE_WARNING.finditer(text):
+        counts.add(0, int(m.group(1)), m.group(0))
+    for m in _SINGLE_RECIPE.finditer(text):
+        counts.add(0, 1, m.group(0))
+    for m in _YAML_PROCS.finditer(text):
+        counts.add(1, int(m.group(1)), m.group(0).strip())
+
+
+def _printed(text: str, counts: _Counts, whole: str) -> None:
+    """What a run prints about its own size (`whole`: the paste as it came, for a DeepSpeed JSON's layout)."""
+    if not any(word in text for word in ("Setup with", ": cuda:", "Instantaneous batch size", "train_batch_size")):
+        return
+    for m in _DS_ESTIMATE.finditer(text):
+        counts.add(1, int(m.group(1)) * int(m.group(2)), m.group(0))
+    listed = {int(m.group(1)) for m in _DEVICE_LIST.finditer(text)}
+    if len(listed) == 1:
+        counts.add(1, listed.pop(), "the device listing")
+    device, total, accum = _BANNER_DEVICE.search(text), _BANNER_TOTAL.search(text), _BANNER_ACCUM.search(text)
+    if device and total and accum:
+        per_step = int(device.group(1)) * int(accum.group(1))
+        if per_step and int(total.group(1)) % per_step == 0:
+            counts.add(1, int(total.group(1)) // per_step, "the Trainer's total batch over the per-device batch and accumulation")
+    from .deepspeed import parse_config
+
+    parsed = parse_config(whole)
+    if parsed:
+        config = parsed[0]
+        total, micro, accum = (config.get(k) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                                        "gradient_accumulation_steps"))
+        if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (total, micro, accum)) \
+                and total % (micro * accum) == 0:
+            counts.add(1, total // (micro * accum), "DeepSpeed's train_batch_size over micro batch x accumulation")
+
+
+def _visible(text: str, counts: _Counts) -> None:
+    for m in _VISIBLE.finditer(text):
+        counts.add(2, len(re.findall(r"\d{1,3}", m.group(1))), m.group(0))
+
+
+def _words(text: str, counts: _Counts) -> None:
+    for pattern in _PROSE:
+        for m in pattern.finditer(text):
+            word = m.group(1)
+            n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
+            around = text[max(0, m.start() - 24): m.end() + 16]
+            if n is None or _NOT_A_COUNT.search(m.group(0)):
+                continue
+            if re.search(r"\d\s{0,2}(?:nodes?|机|台)", around):
+                counts.add(3, None, "a count per node on several nodes")
+                continue
+            counts.add(3, n, m.group(0).strip())
+
+
+def launched(text: str) -> int | None:
+    """The count a launcher or the visible devices state, for readers that need the world size."""
+    from .config_keys import _uncomment
+    from .config_keys import distinct
+
+    text = _uncomment(distinct(text))
+    counts = _Counts()
+    _launch(text, variables.assignments(text), counts)
+    _visible(text, counts)
+    decided = counts.decide()
+    return decided.value if decided and isinstance(decided.value, int) else None
+
+
+def extract(text: str) -> Iterator[Finding]:
+    from .config_keys import _uncomment
+
+    from .config_keys import distinct
+
+    whole = text
+    text = _uncomment(distinct(text))
+    names = variables.assignments(text)
+    counts = _Counts()
+    _launch(text, names, counts)
+    _printed(text, counts, whole)
+    _visible(text, counts)
+    _words(text, counts)
+    decided = counts.decide()
+    if decided:
+        yield decided

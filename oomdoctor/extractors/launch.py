@@ -1,0 +1,61 @@
+"""What the names of recipes, scripts and trainer classes say about the run.
+
+torchtune's recipe names say the method and, for `*_distributed`, FSDP (`full_finetune_distributed`,
+`lora_finetune_single_device`, even when a terminal wraps the name); TRL's trainer classes and
+example scripts say the objective (`SFTTrainer`, `GRPOConfig`, `sft.py`, `dpo.py`), as do
+LLaMA-Factory's workflow functions in a traceback (`run_sft(`); an accelerate config named for
+FSDP or plain multi-GPU says the strategy. Only the running script's own name counts, not a
+directory on its path.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from . import Finding
+
+NAME = "launch"
+PRODUCES = {"train.method", "dist.strategy", "train.objective"}
+
+_RECIPE = re.compile(r"(?<![A-Za-z])(lora|qlora|full)_finetune_?[ \t]{0,2}\n?[ \t]{0,2}_?(single_device|distributed)\b")
+_OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo": "orpo", "ppo": "ppo", "reward": "reward",
+               "rm": "reward", "pt": "pretrain"}
+_TRAINER_CLASS = re.compile(r"\b(SFT|DPO|GRPO|KTO|ORPO|PPO|Reward)(?:Trainer|Config)\b")
+_SCRIPT = re.compile(r"(?<![\w.-])(?:train_)?(sft|dpo|grpo|kto|orpo|ppo)(?:_trainer)?\.py\b")
+_WORKFLOW = re.compile(r"\brun_(sft|dpo|pt|rm|ppo|kto)\(")
+_ACCELERATE_CONFIG = re.compile(r"--config_file[= ][\"']?([\w./-]{1,200})")
+
+
+def _single(values: set, fact: str, detail: str) -> Iterator[Finding]:
+    if len(values) == 1:
+        yield Finding(fact, values.pop(), detail)
+
+
+def extract(text: str) -> Iterator[Finding]:
+    from .config_keys import distinct
+
+    text = distinct(text)
+    recipes = list(_RECIPE.finditer(text))
+    if recipes:
+        detail = " ".join(recipes[0].group(0).split())
+        yield from _single({m.group(1) for m in recipes}, "train.method", detail)
+        if all(m.group(2) == "distributed" for m in recipes):
+            yield Finding("dist.strategy", "fsdp", detail)
+    objectives: dict[str, str] = {}
+    for m in _TRAINER_CLASS.finditer(text):
+        objectives.setdefault(_OBJECTIVES[m.group(1).lower()], m.group(0))
+    for m in _SCRIPT.finditer(text):
+        objectives.setdefault(_OBJECTIVES[m.group(1)], m.group(0))
+    for m in _WORKFLOW.finditer(text):
+        objectives.setdefault(_OBJECTIVES[m.group(1)], m.group(0))
+    if len(objectives) == 1:
+        objective, detail = next(iter(objectives.items()))
+        yield Finding("train.objective", objective, detail)
+    strategies = set()
+    for m in _ACCELERATE_CONFIG.finditer(text):
+        name = m.group(1).rsplit("/", 1)[-1].lower()
+        if "fsdp" in name:
+            strategies.add("fsdp")
+        elif "multi_gpu" in name or "ddp" in name:
+            strategies.add("ddp")
+    yield from _single(strategies, "dist.strategy", "accelerate --config_file")
