@@ -16,7 +16,7 @@ from .estimate import estimate_facts
 from .estimate.whatif import FIELDS as SETUP_FACTS
 from .knowledge import KnowledgeBase, Question
 from .observation import observe
-from .redaction import count_markers
+from . import redaction
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
 STORED_SOURCES = ("extractor", "answer", "default")
@@ -129,8 +129,8 @@ class Consultant:
         state.lang = language.choose(lang, message, state.lang)
         state.turns += 1
         memory = state.memory()
-        # The channels redact secrets before a message gets here; the reply says how many.
-        notes: list[str] = [f"redacted:{n}"] if (n := count_markers(message)) else []
+        # The channels redact secrets before a message gets here; the reply says what kinds, how many.
+        notes: list[str] = [n] if (n := redaction.note(message)) else []
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"

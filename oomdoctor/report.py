@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, TYPE_CHECKING
 
 from . import diagnosis as diagnosis_mod
-from . import prescription
+from . import prescription, redaction
 from .estimation import estimate_from, limits
 from .knowledge import KnowledgeBase, Question
 from .templating import fill, show
@@ -153,9 +153,9 @@ def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
     """What the notes mean, in the user's words: redactions and answers that could not be read."""
     out = []
     for note in notes:
-        key, _, count = note.partition(":")
+        key, _, payload = note.partition(":")
         if key == "redacted":
-            out.append(kb.text("notice.redacted", lang, count=count))
+            out.extend(redaction.describe(payload, lang, kb.text))
         elif key == "not_understood":
             out.append(kb.text("notice.not_understood", lang))
     return out

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from oomdoctor.redaction import count_markers, redact, secret_key
+from oomdoctor.redaction import found, redact, secret_key
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -74,7 +74,8 @@ def test_each_secret_is_redacted(what, text, secret, kept):
     assert secret not in result.text, result.text
     assert kept in result.text
     assert result.total >= 1
-    assert count_markers(result.text) >= 1
+    assert sum(found(result.text).values()) >= 1
+    assert len(result.text) <= len(text)
     # Redacting twice changes nothing more.
     assert redact(result.text).text == result.text
 
@@ -123,8 +124,9 @@ def test_counts_by_kind():
     text = ("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567\nmail bob@example.com and /home/bob/x.py, "
             "/home/bob/y.py")
     result = redact(text)
-    assert result.counts == {"hf_token": 1, "email": 1, "home": 2}
-    assert count_markers(result.text) == 4
+    # One user name seen twice is one value.
+    assert result.counts == {"hf_token": 1, "email": 1, "user": 1}
+    assert found(result.text) == {"email": 1, "hf_token": 1, "user": 1}
 
 
 def test_the_corpus_keeps_its_meaning():
@@ -156,8 +158,8 @@ def test_adversarial_runs_are_bounded(unit):
     text = unit * (200_000 // len(unit))
     result = redact(text)
     assert isinstance(result.text, str)
-    # A marker may be longer than what it replaces, but never more than a bounded factor.
-    assert len(result.text) <= 3 * len(text) + 64
+    # A marker is never longer than what it replaces.
+    assert len(result.text) <= len(text)
     assert redact(result.text).text == result.text
 
 
@@ -186,5 +188,5 @@ def test_a_key_right_after_a_replaced_quoted_value():
 def test_redaction_is_idempotent_and_total(text):
     once = redact(text)
     assert redact(once.text).text == once.text
-    # Every replacement leaves exactly one marker, and a later pattern never eats an earlier marker.
-    assert count_markers(once.text) >= once.total
+    assert len(once.text.encode()) <= len(text.encode())
+    assert (once.text != text) == (once.total > 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from ..consultation import State
-from ..redaction import redact
+from ..redaction import redact_json
 from ..estimate_request import EstimateInputError, estimate_reply
 from ..storage import NotFound
 from . import consultant, input as check, store
@@ -84,8 +84,8 @@ def diagnose():
 def estimate():
     body = check.json_body(request)
     lang = check.language(body.pop("lang", None)) or "en"
-    # A pasted config.json or a model name can carry a token like anything else.
-    body = {k: redact(v).text if isinstance(v, str) else v for k, v in body.items()}
+    # A pasted config.json or a model name can carry a token like anything else, at any depth.
+    body = redact_json(body)
     try:
         return jsonify(estimate_reply(body, lang))
     except EstimateInputError as exc:
