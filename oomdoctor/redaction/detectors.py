@@ -142,6 +142,7 @@ def _found(text: str, regex: re.Pattern, group: int, kind: str) -> Iterator[Span
 # `machine api.wandb.ai login user password KEY`, or `password KEY` on a line of its own.
 _NETRC = re.compile(r"password[ \t]{1,4}([^\s]{1,256})")
 _NETRC_LOGIN = re.compile(r"login[ \t]{1,4}[^\s]{1,128}[ \t]{1,4}\Z")
+_NETRC_ENTRY = re.compile(r"(?:machine|login)[ \t]{1,4}[^\s]{1,128}[ \t]{0,4}\n[ \t]{0,16}(?:login[ \t]{1,4}[^\s]{1,128}[ \t]{0,4}\n)?\Z")
 
 
 def netrc(text: str) -> Iterator[Span]:
@@ -156,7 +157,10 @@ def netrc(text: str) -> Iterator[Span]:
         if line_start == 0 and start > 340:
             continue  # a longer line than a .netrc has
         before = text[line_start:start]
-        if not before.strip(" \t") or "login" in before and _NETRC_LOGIN.search(before):
+        if "login" in before and _NETRC_LOGIN.search(before):
+            yield match.start(1), match.end(1), "password"
+        elif not before.strip(" \t") and _NETRC_ENTRY.search(text, max(0, line_start - 300), line_start):
+            # On a line of its own, under the `machine …` or `login …` lines of the same entry.
             yield match.start(1), match.end(1), "password"
 
 
