@@ -10,7 +10,6 @@ and the stored text is never larger than the text received.
 """
 from __future__ import annotations
 
-import heapq
 import io
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +53,7 @@ def redact(text: str) -> Redaction:
     pos = 0                      # how far the text has been written out
     first = last = -1            # the span being gathered: overlapping finds are one secret
     kind = ""
-    for start, end, found in heapq.merge(*(detector(text) for detector in detectors.DETECTORS)):
+    for start, end, found in detectors.merge(*(detector(text) for detector in detectors.DETECTORS)):
         if start < last:
             first, last = min(first, start), max(last, end)
             if _rank(found) < _rank(kind):

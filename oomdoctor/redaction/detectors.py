@@ -9,15 +9,29 @@ bounded number of times: the work is linear in the text.
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from functools import lru_cache
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .formats import catalog
 from .keys import classify, looks_random
-from .markers import is_marker
+from .markers import holds_marker, is_marker
 
 Span = tuple[int, int, str]
+
+
+def merge(*streams: Iterable[Span]) -> Iterator[Span]:
+    """Spans of several sorted streams in order; a lone stream as it is (most texts wake one detector)."""
+    started = []
+    for stream in streams:
+        stream = iter(stream)
+        first = next(stream, None)
+        if first is not None:
+            started.append(itertools.chain((first,), stream))
+    if len(started) <= 1:
+        return started[0] if started else iter(())
+    return heapq.merge(*started)
 
 # ------------------------------------------------------------------ private keys (PEM, OpenSSH, PGP)
 
@@ -36,7 +50,7 @@ _PEM_LIMIT = 65536
 def private_keys(text: str) -> Iterator[Span]:
     if "PRIVATE KEY" not in text:
         return iter(())
-    return heapq.merge(_pem_blocks(text), _pem_tails(text))
+    return merge(_pem_blocks(text), _pem_tails(text))
 
 
 def _pem_blocks(text: str) -> Iterator[Span]:
@@ -78,6 +92,8 @@ def _pem_tails(text: str) -> Iterator[Span]:
         floor = max(done, start - _PEM_LIMIT)
         body = _PEM_BODY_BACK.match(text[floor:start][::-1])
         start -= body.end() if body else 0
+        while start < end.start() and text[start] in " \t\r\n":
+            start += 1
         done = end.end()
         if end.start() - start >= 16 and "BEGIN" not in text[start:end.start()]:
             yield start, end.end(), "private_key"
@@ -90,7 +106,7 @@ _PEM_BODY_BACK = re.compile(r"[A-Za-z0-9+/=\s\\]{0,65536}")
 
 
 def provider_tokens(text: str) -> Iterator[Span]:
-    return heapq.merge(*(_format_tokens(text, fmt) for fmt in catalog().formats if fmt.prefix in text))
+    return merge(*(_format_tokens(text, fmt) for fmt in catalog().formats if fmt.prefix in text))
 
 
 def _format_tokens(text: str, fmt) -> Iterator[Span]:
@@ -120,7 +136,7 @@ def logins(text: str) -> Iterator[Span]:
         found.append(_found(text, _WANDB_CALL, 1, "wandb_key"))
     if "-u" in text:
         found.append(_found(text, _CURL_USER, 1, "password"))
-    return heapq.merge(*found)
+    return merge(*found)
 
 
 def _wandb_logins(text: str) -> Iterator[Span]:
@@ -183,7 +199,7 @@ _ASSIGNMENT = re.compile(
     r"|[ \t]{1,4}(?=[A-Za-z0-9+/=_.~%-]{16}))"
 )
 # `--hub_token abc`, `-password abc`: a flag's value after spaces, any value.
-_FLAG = re.compile(r"-(?<![A-Za-z0-9_.\-]-)-?(?=[A-Za-z0-9_.\-]{0,40}?(?:" + _STEM + r"))"
+_FLAG = re.compile(r"-(?<![A-Za-z0-9_.\->]-)-?(?=[A-Za-z0-9_.\-]{0,40}?(?:" + _STEM + r"))"
                    r"(?P<key>[A-Za-z][A-Za-z0-9_.\-]{0,63})[ \t]{1,4}(?=[^\s-])")
 # `ENV HF_TOKEN abc` in a Dockerfile.
 _ENV = re.compile(r"(?:ENV|ARG)[ \t]{1,4}(?=[A-Za-z0-9_.\-]{0,40}?(?:" + _STEM + r"))"
@@ -196,8 +212,10 @@ _QUOTED = {
     '\\"': re.compile(r'\\"((?:[^"\\\n]|\\[^"\n]){1,1024})\\"'),
     "\\'": re.compile(r"\\'((?:[^'\\\n]|\\[^'\n]){1,1024})\\'"),
 }
-_BARE = re.compile(r"[^\s\"'`,;)}\]<>]{1,512}")
-_BARE_IN_URL = re.compile(r"[^\s\"'`,;)}\]<>&#]{1,512}")
+# A bare value runs to a space, a quote or a closing bracket; `<` and `>` are part of it, so a value
+# with a marker inside (`abc<user>`) is read whole on a second pass as on the first.
+_BARE = re.compile(r"[^\s\"'`,;)}\]]{1,512}")
+_BARE_IN_URL = re.compile(r"[^\s\"'`,;)}\]&#]{1,512}")
 _BARE_IN_XML = re.compile(r"[^<\n]{1,512}")
 # `Authorization: Bearer …`, `token …`, `Basic …`: the scheme stays, the credential goes.
 _SCHEME = re.compile(r"(?:Bearer|bearer|BEARER|Basic|basic|Token|token|Digest|Bot|ApiKey|Key|SSWS|OAuth|Negotiate|NTLM|"
@@ -216,7 +234,7 @@ _CODE_PLACEHOLDERS = ("os.environ", "os.getenv", "getenv(", "env(", "process.env
 
 
 def assignments(text: str) -> Iterator[Span]:
-    return heapq.merge(_assignments(text), _spaced(text, _FLAG, flag=True), _spaced(text, _ENV, flag=False))
+    return merge(_assignments(text), _spaced(text, _FLAG, flag=True), _spaced(text, _ENV, flag=False))
 
 
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -237,6 +255,9 @@ def _assignments(text: str) -> Iterator[Span]:
         if key_start >= 10 and text[key_start - 1] == ":" and text.startswith("<redacted:", key_start - 10) or \
                 key_start >= 2 and text[key_start - 2:key_start] == "<#":
             continue  # a marker's own kind (`<redacted:openai_key:2>`)
+        dashes = lower.rfind("---", key_start, key_end)
+        if dashes >= 0:
+            key_start = dashes + 3  # a name does not run on from a PEM line's dashes
         found = classify(text[key_start:key_end].lstrip("-"))
         if found is None:
             continue
@@ -319,6 +340,8 @@ def secret_value(value: str, strong: bool, prose: bool = False) -> bool:
     bare = value.strip()
     if not bare or bare[0] in _PLACEHOLDER_STARTS or bare.strip("*") == "":
         return False
+    if "<" in bare and holds_marker(bare):
+        return False  # holds a marker already: what was around it went with it
     if len(bare) <= _HARMLESS_LONGEST and bare.lower() in _HARMLESS:
         return False
     if ("." in bare or "(" in bare or "[" in bare) and (
@@ -352,7 +375,7 @@ _URL_USER = re.compile(r"://([^\s:/?#@<>\"']{16,256})@")
 def urls(text: str) -> Iterator[Span]:
     if "://" not in text:
         return iter(())
-    return heapq.merge(_found(text, _URL_PASSWORD, 2, "password"), _url_users(text))
+    return merge(_found(text, _URL_PASSWORD, 2, "password"), _url_users(text))
 
 
 def _url_users(text: str) -> Iterator[Span]:
@@ -386,7 +409,7 @@ _LOCAL_EDGE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _NOT_USERINFO = re.compile(r"[\s/@]")
 _NOT_PEOPLE = {"git", "noreply", "no-reply", "root"}
 # systemd unit names look like addresses: `user@1000.service`.
-_NOT_DOMAINS = ("service", "slice", "scope", "socket", "target", "mount", "timer", "device", "path", "swap")
+_NOT_DOMAINS = {"service", "slice", "scope", "socket", "target", "mount", "timer", "device", "path", "swap"}
 
 
 def emails(text: str) -> Iterator[Span]:
@@ -394,22 +417,25 @@ def emails(text: str) -> Iterator[Span]:
         return
     n = len(text)
     reverse = None
+    urls = "://" in text
     for match in _EMAIL_DOMAIN.finditer(text):
-        at = match.start()
+        at, end = match.span()
         if reverse is None:
             reverse = text[::-1]  # the local part is read backwards from the `@`, in C
         start = at - (_LOCAL_BACK.match(reverse, n - at).end() - (n - at))
         # It starts with a letter or digit, at a word's edge (not cut off 64 characters back).
         while start < at and text[start] in "._%+-":
             start += 1
-        if start == at or start > 0 and text[start - 1] in _LOCAL_EDGE:
+        if start == at or start and text[start - 1] in _LOCAL_EDGE:
             continue
-        userinfo = text.rfind("://", max(0, start - 256), start)
-        if userinfo >= 0 and not _NOT_USERINFO.search(text, userinfo + 3, start):
-            continue  # `https://user:token@host`: the URL detector's
-        if text[start:at].lower() in _NOT_PEOPLE or text[match.end() - 9:match.end()].rsplit(".", 1)[-1].lower() in _NOT_DOMAINS:
+        if urls:
+            userinfo = text.rfind("://", max(0, start - 256), start)
+            if userinfo >= 0 and not _NOT_USERINFO.search(text, userinfo + 3, start):
+                continue  # `https://user:token@host`: the URL detector's
+        if at - start <= 9 and text[start:at].lower() in _NOT_PEOPLE or \
+                text[text.rfind(".", at, end) + 1:end].lower() in _NOT_DOMAINS:
             continue
-        yield start, match.end(), "email"
+        yield start, end, "email"
 
 
 # ------------------------------------------------------------------ user names in home folders
@@ -426,7 +452,7 @@ _HOMES = (
 
 
 def home_folders(text: str) -> Iterator[Span]:
-    return heapq.merge(*(_home_names(text, regex) for needles, regex in _HOMES if any(n in text for n in needles)))
+    return merge(*(_home_names(text, regex) for needles, regex in _HOMES if any(n in text for n in needles)))
 
 
 def _home_names(text: str, regex: re.Pattern) -> Iterator[Span]:

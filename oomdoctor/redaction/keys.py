@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 # Upper-case runs before a capitalised word (`APIKey` -> API, Key), words, digits; CJK as one word.
 _WORDS = re.compile(r"[A-Z]{1,64}(?=[A-Z][a-z])|[A-Z]?[a-z]{1,64}|[A-Z]{1,64}|[0-9]{1,64}|[\u4e00-\u9fff]{1,16}")
@@ -40,8 +40,7 @@ _AUTHORIZATION = {"authorization"}
 _SECRET_PAIRS = {("webhook", "url"), ("connection", "string"), ("sas", "url")}
 
 
-@dataclass(frozen=True)
-class KeyKind:
+class KeyKind(NamedTuple):
     kind: str          # password, secret, api_key, key, token, signature, authorization
     strong: bool       # any value is a secret; otherwise only a random-looking one
     words: tuple[str, ...]
@@ -120,6 +119,7 @@ def entropy(value: str) -> float:
     return math.log2(n) - sum(map(_C_LOG_C.__getitem__, map(value.count, set(value)))) / n
 
 
+@lru_cache(maxsize=8192)
 def looks_random(value: str, min_length: int = 16) -> bool:
     """Whether a value looks like a generated credential rather than a word, a path or a number.
 

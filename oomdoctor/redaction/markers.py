@@ -57,6 +57,10 @@ def is_marker(value: str) -> bool:
     return (value.startswith(("<redacted:", "<#", "<user")) and value.endswith(">")) or value.strip("*") == ""
 
 
+def holds_marker(value: str) -> bool:
+    return "<redacted:" in value or "<#" in value or "<user" in value
+
+
 def found(text: str) -> dict[str, int]:
     """Kind -> how many distinct values the markers in `text` stand for."""
     if "<" not in text and "-" not in text:
