@@ -118,7 +118,7 @@ def _format_tokens(text: str, fmt) -> Iterator[Span]:
 
 # `wandb login KEY`, `wandb login --relogin KEY`; the key is 40 hex digits (or longer for
 # local servers), like a git commit id: only this context tells them apart.
-_WANDB_LOGIN = re.compile(r"login(?:[ \t]{1,4}--?[a-z-]{1,20}){0,3}[ \t]{1,4}([0-9a-f]{40}|[A-Za-z0-9_-]{40,86})(?![A-Za-z0-9_-])")
+_WANDB_LOGIN = re.compile(r"login(?:[ \t]{1,4}--?[a-z-]{1,20}){0,3}[ \t]{1,4}([0-9a-f]{40}|[A-Za-z0-9_-]{40,86})(?![A-Za-z0-9_<-])")
 # `wandb.login("KEY")`, `wandb.login(key='KEY', relogin=True)`.
 _WANDB_CALL = re.compile(r"wandb\.login\([ \t]{0,4}(?:key[ \t]{0,2}=[ \t]{0,2})?[\"']([^\"'\s]{8,128})[\"']")
 # `docker login -u me -p PASS`, `podman login --password PASS`.
@@ -157,7 +157,7 @@ def _found(text: str, regex: re.Pattern, group: int, kind: str) -> Iterator[Span
 
 # `machine api.wandb.ai login user password KEY`, or `password KEY` on a line of its own.
 _NETRC = re.compile(r"password[ \t]{1,4}([^\s]{1,256})")
-_NETRC_LOGIN = re.compile(r"login[ \t]{1,4}[^\s]{1,128}[ \t]{1,4}\Z")
+_NETRC_LOGIN = re.compile(r"login[ \t]{1,4}[^\s<>]{1,128}[ \t]{1,4}\Z")
 _NETRC_ENTRY = re.compile(r"(?:machine|login)[ \t]{1,4}[^\s]{1,128}[ \t]{0,4}\n[ \t]{0,16}(?:login[ \t]{1,4}[^\s]{1,128}[ \t]{0,4}\n)?\Z")
 
 
@@ -191,10 +191,10 @@ _STEM_LOWER = r"pass|pwd|secret|token|key|auth|cred|sig|密码|口令|密钥|令
 _ASSIGNMENT = re.compile(
     r"(?:" + _STEM_LOWER + r")[a-z0-9_.\-]{0,32}"
     r"(?P<close>\\{0,2}[\"'`]|>)?\]?"
-    r"(?P<sep>[ \t]{0,4}(?::=|=>|=|:(?!//)|：|,(?=[ \t]{0,4}\\{0,2}[\"']))[ \t]{0,4}"
+    r"(?P<sep>(?<=>)"  # `<password>value</password>`
+    r"|[ \t]{0,4}(?::=|=>|=|:(?!//)|：|,(?=[ \t]{0,4}\\{0,2}[\"']))[ \t]{0,4}"
     r"|[ \t]{1,4}value="
     r"|[ \t]{1,4}(?P<prose>is|was|是|为)[ \t]{1,4}"
-    r"|(?<=>)"
     # `token abc…` with spaces only: a value that looks generated (checked in Python).
     r"|[ \t]{1,4}(?=[A-Za-z0-9+/=_.~%-]{16}))"
 )
@@ -205,6 +205,7 @@ _FLAG = re.compile(r"-(?<![A-Za-z0-9_.\->]-)-?(?=[A-Za-z0-9_.\-]{0,40}?(?:" + _S
 _ENV = re.compile(r"(?:ENV|ARG)[ \t]{1,4}(?=[A-Za-z0-9_.\-]{0,40}?(?:" + _STEM + r"))"
                   r"(?P<key>[A-Za-z][A-Za-z0-9_.\-]{0,63})[ \t]{1,4}(?=[^\s=])")
 _KEY_BACK = re.compile(r"[a-z0-9_.\-]{0,48}")
+_MARKER_NUMBER = re.compile(r":[0-9]{1,4}>")
 _QUOTED = {
     '"': re.compile(r'"((?:[^"\\\n]|\\[^\n]){1,1024})"'),
     "'": re.compile(r"'((?:[^'\\\n]|\\[^\n]){1,1024})'"),
@@ -252,9 +253,10 @@ def _assignments(text: str) -> Iterator[Span]:
         close = match.group("close")
         sep_start = match.start("sep")
         key_end = match.start("close") if close else sep_start - (text[sep_start - 1] == "]")
-        if key_start >= 10 and text[key_start - 1] == ":" and text.startswith("<redacted:", key_start - 10) or \
-                key_start >= 2 and text[key_start - 2:key_start] == "<#":
-            continue  # a marker's own kind (`<redacted:openai_key:2>`)
+        if (key_start >= 10 and text.startswith("<redacted:", key_start - 10)
+                or key_start >= 2 and text.startswith("<#", key_start - 2)) and \
+                _MARKER_NUMBER.match(text, key_end):
+            continue  # a marker's own kind and number (`<redacted:openai_key:2>`)
         dashes = lower.rfind("---", key_start, key_end)
         if dashes >= 0:
             key_start = dashes + 3  # a name does not run on from a PEM line's dashes
@@ -458,7 +460,7 @@ def home_folders(text: str) -> Iterator[Span]:
 def _home_names(text: str, regex: re.Pattern) -> Iterator[Span]:
     for match in regex.finditer(text):
         name = match.group(1)
-        if name not in (".", "..") and not name.startswith("-"):
+        if name not in (".", ".."):
             yield match.start(1), match.end(1), "user"
 
 

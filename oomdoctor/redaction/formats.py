@@ -38,8 +38,8 @@ class Format:
                 if width is None or width.end() < self.left_min:
                     continue
                 start -= width.end()
-            if not _edge(text, start):
-                continue
+                if not _edge(text, start):
+                    continue
             if self.random and not looks_random(text[start + len(self.prefix):end], 12):
                 continue
             yield start, end
@@ -61,8 +61,12 @@ class Catalog:
 
 def _compile(entry: dict) -> Format:
     prefix = entry["prefix"]
+    literal = re.escape(prefix)
+    # The left edge, checked right after the prefix (so the scan still looks for the prefix
+    # first): not inside a longer word, or right after a literal escape (`\n`) in a quoted string.
+    edge = "" if "left" in entry else f"(?:(?<![A-Za-z0-9]{literal})|(?<=\\\\[nrt]{literal}))"
     # The right edge: the token's alphabet does not go on.
-    regex = re.compile(re.escape(prefix) + "(?:" + entry["regex"] + ")(?![A-Za-z0-9_])")
+    regex = re.compile(literal + edge + "(?:" + entry["regex"] + ")(?![A-Za-z0-9_])")
     left_class, left_min = None, 0
     if "left" in entry:
         spec = _LEFT.fullmatch(entry["left"])

@@ -7,7 +7,7 @@ a text: it takes the longest form that fits,
 
     <redacted:hf_token>   <#hf_token>   <#>   *        (a secret of 19+, 11+, 3+, 1+ characters;
     <redacted:password>   <#password>   <#pw>  <#>  *   a password also has a 5-character form)
-    /home/<user>/         /home/-/                     (a user name of 6+ or fewer characters)
+    /home/<user>/         /home/<u>/    /home/#/       (a user name of 6+, 3+, 1+ characters)
 
 and the notice is read back from the markers alone, since the text is all that is stored.
 A secret of one or two characters becomes `*` or `**`, which the notice cannot see.
@@ -27,7 +27,7 @@ _EXPANSIONS = {abbr: kind for kind, abbr in ABBREVIATIONS.items()}
 KIND = r"[a-z][a-z0-9_]{0,31}"
 _MARKER = re.compile(
     r"<(?:redacted:|#)(?P<kind>" + KIND + r")?(?::(?P<n>[0-9]{1,4}))?>"
-    r"|(?:home|Users|Documents and Settings)(?:/|\\{1,2})(?:<user(?P<un>[0-9]{1,4})?>|-(?=[/\\\"':,)\]\s]|$))"
+    r"|(?:home|Users|Documents and Settings)(?:/|\\{1,2})(?:<u(?:ser)?(?P<un>[0-9]{1,4})?>|#(?=[/\\\"':,)\]\s]|$))"
 )
 
 
@@ -46,24 +46,30 @@ def marker(kind: str, n: int, room: int) -> str:
 
 @lru_cache(maxsize=1024)
 def user_marker(n: int, room: int) -> str:
-    form = f"<user{n}>" if n > 1 else "<user>"
-    if len(form) <= room:
-        return form
-    return "<user>" if room >= 6 else "-"
+    """`<user>`, `<u>` or `#`: none of them a character a path or token is made of, so nothing
+    that reads the redacted text sees a longer word where the name was."""
+    suffix = str(n) if n > 1 else ""
+    for form in (f"<user{suffix}>", "<user>", f"<u{suffix}>", "<u>"):
+        if len(form) <= room:
+            return form
+    return "#"
 
 
 def is_marker(value: str) -> bool:
     """A value that is already a marker or a mask: redacting it again changes nothing."""
-    return (value.startswith(("<redacted:", "<#", "<user")) and value.endswith(">")) or value.strip("*") == ""
+    return (value.startswith(("<redacted:", "<#", "<user", "<u")) and value.endswith(">")) or value.strip("*") == ""
+
+
+_HELD = re.compile(r"<(?:redacted:|#|u(?:ser)?[0-9]{0,4}>)")
 
 
 def holds_marker(value: str) -> bool:
-    return "<redacted:" in value or "<#" in value or "<user" in value
+    return _HELD.search(value) is not None
 
 
 def found(text: str) -> dict[str, int]:
     """Kind -> how many distinct values the markers in `text` stand for."""
-    if "<" not in text and "-" not in text:
+    if "<" not in text and "#" not in text:
         return {}
     seen: dict[str, set[str]] = {}
     for match in _MARKER.finditer(text):
