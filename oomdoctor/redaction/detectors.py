@@ -250,12 +250,12 @@ def _assignments(text: str) -> Iterator[Span]:
         if reverse is None:
             reverse = lower[::-1]  # the key's start is read backwards from its stem, in C
         key_start = stem - (_KEY_BACK.match(reverse, n - stem).end() - (n - stem))
-        close = match.group("close")
+        close, sep, prose = match.group("close", "sep", "prose")
         sep_start = match.start("sep")
         key_end = match.start("close") if close else sep_start - (text[sep_start - 1] == "]")
-        if (key_start >= 10 and text.startswith("<redacted:", key_start - 10)
-                or key_start >= 2 and text.startswith("<#", key_start - 2)) and \
-                _MARKER_NUMBER.match(text, key_end):
+        if key_start and text[key_start - 1] in ":#" and (
+                key_start >= 10 and text.startswith("<redacted:", key_start - 10)
+                or key_start >= 2 and text.startswith("<#", key_start - 2)) and _MARKER_NUMBER.match(text, key_end):
             continue  # a marker's own kind and number (`<redacted:openai_key:2>`)
         dashes = lower.rfind("---", key_start, key_end)
         if dashes >= 0:
@@ -269,9 +269,8 @@ def _assignments(text: str) -> Iterator[Span]:
         start = match.end()
         if start >= n:
             continue
-        sep = match.group("sep")
         spaced = not sep.strip(" \t") and close != ">"
-        prose = match.group("prose") is not None
+        prose = prose is not None
         span = _assigned(text, found, start, close or "", before, strong=found.strong and not (spaced and not prose),
                          prose=prose)
         if span is not None:
