@@ -8,13 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import answers, language
+from . import answers, language, redaction
 from .conclusions import prescription, questioning, report
 from .conclusions.evaluation import Evaluation, evaluate
 from .engine import Engine, Provenance, WorkingMemory
 from .knowledge import KnowledgeBase, Question
 from .observation import observe
-from .redaction import count_markers
 from .render import text as render_text
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
@@ -69,8 +68,8 @@ class Consultant:
         state.lang = language.choose(lang, message, state.lang)
         state.turns += 1
         memory = state.memory()
-        # The channels redact secrets before a message gets here; the reply says how many.
-        notes: list[str] = [f"redacted:{n}"] if (n := count_markers(message)) else []
+        # The channels redact secrets before a message gets here; the reply says what kinds, how many.
+        notes: list[str] = [n] if (n := redaction.note(message)) else []
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"

@@ -123,7 +123,7 @@ def test_redaction_is_said_in_the_users_language(client):
     message = LOG + "\nexport HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n用的是 llama3 8b"
     reply = client.post("/api/v1/diagnose", json={"message": message}).get_json()
     assert reply["lang"] == "zh"
-    assert any("敏感信息" in n for n in reply["notices"])
+    assert any("已从你的文本中移除" in n and "Hugging Face 令牌" in n for n in reply["notices"])
     assert "hf_AbCdEf" not in json.dumps(reply, ensure_ascii=False)
     assert reply["text"].startswith("(")
 

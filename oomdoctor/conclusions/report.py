@@ -6,6 +6,7 @@ from typing import Any, TYPE_CHECKING
 from ..knowledge import KnowledgeBase, Question
 from ..templating import fill, show
 from . import diagnosis as diagnosis_mod
+from .. import redaction
 from . import prescription
 from .sizing import estimate_from, limits, say_derivation
 
@@ -158,13 +159,13 @@ def _notices(notes: list[str], kb: KnowledgeBase, lang: str) -> list[str]:
     """What the notes mean, in the user's words: redactions and answers that could not be read."""
     out = []
     for note in notes:
-        key, _, count = note.partition(":")
+        key, _, payload = note.partition(":")
         if key == "redacted":
-            out.append(kb.text("notice.redacted", lang, count=count))
+            out.extend(redaction.describe(payload, lang, kb.text))
         elif key == "offer":
             # Set-up questions left for later, because the answer did not depend on them.
             wanted = "、".join if lang == "zh" else ", ".join
-            topics = [(q.topic or kb.facts[q.fact].text)[lang] for q in map(kb.questions.get, count.split(",")) if q]
+            topics = [(q.topic or kb.facts[q.fact].text)[lang] for q in map(kb.questions.get, payload.split(",")) if q]
             out.append(kb.text("notice.offer", lang, facts=wanted(topics)))
         elif f"notice.{key}" in kb.texts:
             out.append(kb.text(f"notice.{key}", lang))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flask import jsonify, request
 
-from ...redaction import redact
+from ...redaction import redact_json
 from ...render import markdown
 from ...service import EstimateInputError, NotFound
 from ...web import input as check
@@ -115,8 +115,8 @@ def estimate():
     limit = _markdown_limit()
     body = check.json_body(request)
     lang = check.language(body.pop("lang", None)) or "en"
-    # A pasted config.json or a model name can carry a token like anything else.
-    body = {k: redact(v).text if isinstance(v, str) else v for k, v in body.items()}
+    # A pasted config.json or a model name can carry a token like anything else, at any depth.
+    body = redact_json(body)
     try:
         reply = service().estimate(body, lang)
     except EstimateInputError as exc:
