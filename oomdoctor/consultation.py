@@ -14,7 +14,7 @@ from .conclusions import questioning, report
 from .conclusions.evaluation import Evaluation, evaluate
 from .engine import Engine, Provenance, WorkingMemory
 from .knowledge import KnowledgeBase, Question
-from .observation import observe
+from .observation import admissible, observe
 from .redaction import count_markers
 from .render import text as render_text
 
@@ -40,12 +40,31 @@ class State:
         return cls(list(raw.get("facts", [])), list(raw.get("unknown", [])), list(raw.get("asked", [])),
                    raw.get("pending"), raw.get("lang"), int(raw.get("turns", 0)))
 
-    def memory(self) -> WorkingMemory:
+    def memory(self, kb: KnowledgeBase | None = None) -> WorkingMemory:
         memory = WorkingMemory()
-        for fact in self.facts:
+        for fact in self.facts if kb is None else stored_facts(self.facts, kb):
             src = fact["source"]
             memory.assert_fact(fact["name"], fact["value"], Provenance(src["kind"], src["name"], src.get("detail", "")))
         return memory
+
+
+def stored_facts(facts: Any, kb: KnowledgeBase) -> list[dict]:
+    """The stored facts that may still stand, read back safely.
+
+    A state stored by an older version, or before a bound was known, may hold a fact the
+    knowledge base no longer has, a value it no longer accepts (a ZeRO stage of 4), or a
+    malformed entry. Such a fact is dropped as if never said: one bad fact must not make
+    every later turn of the consultation fail.
+    """
+    kept = []
+    for fact in facts if isinstance(facts, list) else ():
+        source = fact.get("source") if isinstance(fact, dict) else None
+        if not (isinstance(source, dict) and isinstance(source.get("kind"), str) and isinstance(source.get("name"), str)
+                and isinstance(source.get("detail", ""), str) and isinstance(fact.get("name"), str)):
+            continue
+        if admissible(fact["name"], fact.get("value"), kb):
+            kept.append(fact)
+    return kept
 
 
 def _skip_words(kb: KnowledgeBase) -> set[str]:
@@ -97,7 +116,7 @@ class Consultant:
         state = State.from_dict(state.to_dict())
         state.lang = language.choose(lang, message, state.lang)
         state.turns += 1
-        memory = state.memory()
+        memory = state.memory(kb)
         # The channels redact secrets before a message gets here; the reply says how many.
         notes: list[str] = [f"redacted:{n}"] if (n := count_markers(message)) else []
         pending = kb.questions.get(state.pending) if state.pending else None
@@ -109,7 +128,7 @@ class Consultant:
                     state.unknown.append(pending.fact)
             else:
                 direct = _direct_answer(pending, message)
-                if direct is not None and kb.facts[pending.fact].accepts(direct):
+                if direct is not None and admissible(pending.fact, direct, kb):
                     memory.assert_fact(pending.fact, direct, Provenance("answer", pending.id, message.strip()[:80]))
         for obs in observe(message, kb):
             memory.assert_fact(obs.name, obs.value, Provenance(source_kind, obs.extractor, obs.detail))

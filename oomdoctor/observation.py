@@ -1,13 +1,24 @@
-"""From pasted text to facts: run every extractor, first finding of a fact wins."""
+"""From pasted text to facts: run every extractor, first finding of a fact wins.
+
+Only admissible values enter (`admissible`): a value its fact's spec accepts and the
+estimator can hold. A ZeRO stage of 4 or a GPU of 0 GiB is no set-up that can run; were
+it kept, every later estimate of the consultation would refuse it.
+"""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
+from .estimate.setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup
+from .estimate.whatif import FIELDS
 from .extractors import Finding, registry
 from .knowledge import KnowledgeBase
 
 log = logging.getLogger(__name__)
+
+# Setup fields that take a tuple of names; facts hold lists.
+_TUPLES = ("lora_targets", "modules_to_save")
 
 
 @dataclass(frozen=True)
@@ -18,6 +29,32 @@ class Observation:
     detail: str
 
 
+def refusal(name: str, value: Any, counts: bool = True) -> str | None:
+    """Why the estimator cannot hold this value of this fact, in its own words; None when it can.
+
+    Asks the estimator's `Setup` itself, one field at a time, so its checks are the only ones.
+    With `counts` False a count below 1 passes: the estimator sets such a count aside from
+    the facts itself and says so in its assumptions ("batch_size: 0" in a pasted config).
+    """
+    field = FIELDS.get(name)
+    if field is None or (not counts and field in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS):
+        return None
+    if field in _TUPLES and isinstance(value, list):
+        value = tuple(value)
+    try:
+        Setup(model=None, **{field: value})
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def admissible(name: str, value: Any, kb: KnowledgeBase) -> bool:
+    """Whether a value may stand for a fact in a consultation: a known fact, a value its spec
+    accepts, and one the estimator can hold."""
+    spec = kb.facts.get(name)
+    return spec is not None and spec.accepts(value) and refusal(name, value, counts=False) is None
+
+
 def observe(text: str, kb: KnowledgeBase) -> list[Observation]:
     """Facts the text shows. Extractors run in registry order; earlier ones are
     more specific (an OOM message's capacity beats a GPU named in prose)."""
@@ -26,8 +63,8 @@ def observe(text: str, kb: KnowledgeBase) -> list[Observation]:
         try:
             for finding in extractor.run(text, kb):
                 _keep(found, extractor.name, finding, kb)
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # one bad parse must not lose the rest
-            log.warning("extractor %s failed: %s", extractor.name, exc)
+        except Exception as exc:  # noqa: BLE001  one bad parse (a config of zero dimensions) must not lose the rest
+            log.warning("extractor %s failed: %s: %s", extractor.name, type(exc).__name__, str(exc)[:200])
     return list(found.values())
 
 
@@ -38,6 +75,6 @@ def _keep(found: dict[str, Observation], extractor: str, finding: Finding, kb: K
     value = finding.value
     if spec.type == "number" and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if not spec.accepts(value) or finding.name in found:
+    if finding.name in found or not admissible(finding.name, value, kb):
         return
     found[finding.name] = Observation(finding.name, value, extractor, finding.detail)

@@ -38,9 +38,20 @@ class Consultations:
         return self.consultant.kb
 
     def start(self, message: str, *, channel: str, owner: str = "", lang: str | None = None) -> tuple[str, dict]:
-        """A new consultation with its first message: (id, reply)."""
+        """A new consultation with its first message: (id, reply).
+
+        The first turn and the consultation are one unit: the turn is taken before anything
+        is stored, so a turn that fails leaves no empty consultation behind, and a store that
+        fails after the row was made takes the row away again.
+        """
+        first = self._step(State().to_dict(), message, lang)
         cid = self.store.create(State().to_dict(), owner=owner, channel=channel)
-        return cid, self.reply(cid, message, lang)
+        try:
+            # Nobody else knows the new id, so the state the turn was taken on is still the stored one.
+            return cid, self.store.turn(cid, message, lambda _raw: first)
+        except BaseException:
+            self.store.delete(cid)
+            raise
 
     def open(self, *, channel: str, owner: str = "", lang: str | None = None) -> str:
         """A new consultation with no message yet (Slack's `/oom new`, `/oom lang zh`)."""

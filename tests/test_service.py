@@ -67,3 +67,25 @@ def test_one_shot_answers_never_open_the_store(service):
     with pytest.raises(EstimateInputError):
         service.estimate({"modle": "llama-3-8b"})
     assert service.opened == []
+
+
+def test_a_first_turn_that_cannot_be_stored_takes_its_row_away(service, monkeypatch):
+    from oomdoctor import storage
+
+    def refuse(*_args, **_kwargs):
+        raise storage.StorageError("disk full")
+
+    monkeypatch.setattr(storage.Store, "turn", refuse)
+    with pytest.raises(storage.StorageError):
+        service.start(OOM, channel="api", owner="carol")
+    assert service.find("carol", "api") is None
+
+
+def test_a_first_turn_that_fails_stores_nothing(service, monkeypatch):
+    def fail(*_args, **_kwargs):
+        raise RuntimeError("the turn failed")
+
+    monkeypatch.setattr(service.consultant, "take_turn", fail)
+    with pytest.raises(RuntimeError):
+        service.start(OOM, channel="api", owner="dave")
+    assert service.opened == [] or service.find("dave", "api") is None
