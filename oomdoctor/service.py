@@ -4,6 +4,11 @@ Channels (REST, the web page, Slack, the CLI, and the bots to come) turn their o
 input into calls here and render what comes back; none of them touches the store or
 the consultant directly, and none imports another. The service knows nothing of
 HTTP, Slack or the terminal.
+
+A consultation belongs to the channel that started it ("api", "web", "slack:<channel>",
+"cli"): continuing, reading or deleting it names the channel, and another channel's
+consultation is not found. So the open web page is no side door into consultations
+started over the token-guarded API, and the API none into the page's or Slack's.
 """
 from __future__ import annotations
 
@@ -57,18 +62,24 @@ class Consultations:
         """A new consultation with no message yet (Slack's `/oom new`, `/oom lang zh`)."""
         return self.store.create(State(lang=lang).to_dict(), owner=owner, channel=channel)
 
-    def reply(self, cid: str, message: str, lang: str | None = None) -> dict:
+    def reply(self, cid: str, message: str, lang: str | None = None, *, channel: str) -> dict:
         """The next turn; `lang` forces the reply's language, else the message and the consultation decide.
-        Raises NotFound for an unknown id."""
+        Raises NotFound for an unknown id, or one of another channel."""
+        self.record(cid, channel=channel)
         return self.store.turn(cid, message, lambda raw: self._step(raw, message, lang))
 
-    def set_lang(self, cid: str, lang: str, said: str) -> None:
+    def set_lang(self, cid: str, lang: str, said: str, *, channel: str) -> None:
         """Store a language preference as a turn of its own (no reply to render)."""
+        self.record(cid, channel=channel)
         self.store.turn(cid, said, lambda raw: ({**raw, "lang": lang}, {"status": "setting", "lang": lang,
                                                                          "text": f"lang {lang}"}))
 
-    def record(self, cid: str) -> dict[str, Any]:
-        return self.store.get(cid)
+    def record(self, cid: str, *, channel: str) -> dict[str, Any]:
+        """The stored consultation; NotFound for an unknown id, or one another channel started."""
+        record = self.store.get(cid)
+        if record["channel"] != channel:
+            raise NotFound(cid)
+        return record
 
     def lang(self, cid: str | None) -> str | None:
         """The consultation's language, if it has one."""
@@ -81,7 +92,11 @@ class Consultations:
         """The latest consultation of this owner in this channel."""
         return self.store.find(owner, channel)
 
-    def delete(self, cid: str) -> bool:
+    def delete(self, cid: str, *, channel: str) -> bool:
+        try:
+            self.record(cid, channel=channel)
+        except NotFound:
+            return False
         return self.store.delete(cid)
 
     def diagnose(self, message: str, lang: str | None = None) -> dict:

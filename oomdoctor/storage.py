@@ -131,6 +131,11 @@ class Store:
         if "rate_limits" not in tables:
             # One row per client and minute; shared by every worker through the file.
             db["rate_limits"].create({"client": str, "minute": int, "hits": int}, pk=("client", "minute"))
+        if "seen_requests" not in tables:
+            # Signed requests already answered (Slack's), so that a replay inside the signature's
+            # window is refused; rows older than the window are deleted as new ones come.
+            db["seen_requests"].create({"key": str, "at": float}, pk="key")
+            db["seen_requests"].create_index(["at"])
         db.execute("DROP TABLE IF EXISTS _write_probe")
         with self.transaction():
             self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -250,6 +255,13 @@ class Store:
             (client, minute)).fetchall()
         # fetchall, not fetchone: the statement must finish for its implicit transaction to commit.
         return int(rows[0][0])
+
+    def first_sighting(self, key: str, now: float, window_seconds: float) -> bool:
+        """Record a signed request by `key`; False when it was seen within `window_seconds` (a replay)."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM seen_requests WHERE at < ?", (now - window_seconds,))
+            cur = self.conn.execute("INSERT OR IGNORE INTO seen_requests (key, at) VALUES (?, ?)", (key, now))
+        return cur.rowcount == 1
 
     def close(self) -> None:
         self.conn.close()

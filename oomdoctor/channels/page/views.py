@@ -105,10 +105,19 @@ def _context(lang: str, **extra: Any) -> dict[str, Any]:
 
 
 def _conversation(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str]:
-    try:
-        record = service().record(cid)
-    except NotFound:
+    """The page's context for a consultation the page started; abort(404) for any other id."""
+    found = _found(cid, lang, **extra)
+    if found is None:
         abort(404)
+    return found
+
+
+def _found(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str] | None:
+    """`_conversation` for the error handlers, which must not abort inside themselves: None when not found."""
+    try:
+        record = service().record(cid, channel=CHANNEL)
+    except NotFound:
+        return None
     lang = lang or _lang(record["lang"] or None)
     # Only turns with a question or a report (Slack's `/oom lang` stores a setting, not a reply).
     messages = [m for m in record["messages"] if m["reply"].get("status") in REPLY_STATUSES]
@@ -166,7 +175,7 @@ def answer(cid: str):
     lang = _lang()
     try:
         message = _checked(_answer_text(lang))
-        service().reply(cid, message, lang)
+        service().reply(cid, message, lang, channel=CHANNEL)
     except PageError as exc:
         ctx, _ = _conversation(cid, lang)
         return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})
@@ -199,7 +208,7 @@ def expired(_exc):
     lang = _lang()
     exc = PageError("ui.error_expired", 400)
     cid = request.view_args.get("cid") if request.view_args else None
-    if cid:
-        ctx, _ = _conversation(cid, lang)
-        return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})
+    found = _found(cid, lang) if cid else None
+    if found is not None:
+        return _refused(exc, "consultation.html", {**found[0], "text": request.form.get("message", "")})
     return _refused(exc, "index.html", _context(lang, text=request.form.get("message", "")))

@@ -43,7 +43,7 @@ def create_consultation():
 def add_message(cid: str):
     text, lang = _message()
     try:
-        reply = service().reply(cid, text, lang)
+        reply = service().reply(cid, text, lang, channel=CHANNEL)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(id=cid, reply=reply)
@@ -52,7 +52,7 @@ def add_message(cid: str):
 @bp.get("/api/v1/consultations/<cid>")
 def get_consultation(cid: str):
     try:
-        record = service().record(cid)
+        record = service().record(cid, channel=CHANNEL)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(
@@ -65,7 +65,7 @@ def get_consultation(cid: str):
 
 @bp.delete("/api/v1/consultations/<cid>")
 def delete_consultation(cid: str):
-    if not service().delete(cid):
+    if not service().delete(cid, channel=CHANNEL):
         raise BadInput("no consultation with that id", 404)
     return "", 204
 

@@ -37,11 +37,18 @@ def say(key: str, lang: str, **values: Any) -> dict:
     return blocks.notice(blocks.escape(t(key, lang, **values)))
 
 
-def take_turn(cid: str, text: str, note: str | None = None) -> dict:
+def take_turn(cid: str, here: str, text: str, note: str | None = None) -> dict:
     """One consultation turn in the stored language; the reply as a Slack message."""
     consultations = service()
-    reply = consultations.reply(cid, text, consultations.lang(cid))
+    reply = consultations.reply(cid, text, consultations.lang(cid), channel=here)
     return blocks.render(reply, consultations.kb, cid, note=note)
+
+
+def start(here: str, who: str, text: str, lang: str | None) -> dict:
+    """A new consultation and its first turn, as one unit; the reply as a Slack message."""
+    consultations = service()
+    cid, reply = consultations.start(text, channel=here, owner=who, lang=lang)
+    return blocks.render(reply, consultations.kb, cid)
 
 
 @bp.post("/commands")
@@ -65,13 +72,16 @@ def command():
         if cid is None:
             consultations.open(channel=here, owner=who, lang=choice)
         else:
-            consultations.set_lang(cid, choice, said=text)
+            consultations.set_lang(cid, choice, said=text, channel=here)
         return jsonify(say("slack.lang_set", choice))
     if first == "new":
-        cid = consultations.open(channel=here, owner=who, lang=consultations.lang(cid))
         if not rest.strip():
+            consultations.open(channel=here, owner=who, lang=consultations.lang(cid))
             return jsonify(say("slack.new", lang))
-        text = rest
+        # The new consultation is made with its first turn (the language carried over).
+        cid, text, carried = None, rest, consultations.lang(cid)
+    else:
+        carried = None
 
     try:
         message = check.message_text(text, check.message_limit("slack"))
@@ -80,7 +90,6 @@ def command():
             return jsonify(say("error.too_large", lang, size=len(text.encode("utf-8")),
                                limit=check.message_limit("slack")))
         return jsonify(say("error.binary", lang))
-    if cid is None:
-        cid = consultations.open(channel=here, owner=who)
-    return jsonify(responder.in_time(lambda: take_turn(cid, message), form.get("response_url", ""),
+    work = (lambda: start(here, who, message, carried)) if cid is None else (lambda: take_turn(cid, here, message))
+    return jsonify(responder.in_time(work, form.get("response_url", ""),
                                      ack=say("slack.working", lang), failed=lambda: say("slack.failed", lang)))

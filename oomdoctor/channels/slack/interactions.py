@@ -5,42 +5,32 @@ work runs in a thread and its message goes to the payload's response_url.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from flask import current_app, request
+from flask import current_app
 
 from ...render import blocks
 from ...service import NotFound
 from ...web.context import service
-from . import bp, responder
+from . import bp, payload, responder
 from .commands import owner, say, take_turn, where
-
-
-def _payload() -> dict[str, Any] | None:
-    try:
-        payload = json.loads(request.form.get("payload", ""))
-    except ValueError:
-        return None
-    return payload if isinstance(payload, dict) else None
 
 
 @bp.post("/interactions")
 def interaction():
-    payload = _payload()
-    if payload is None or payload.get("type") != "block_actions" or not payload.get("actions"):
+    found = payload.interaction()
+    action = payload.first_action(found) if found is not None else None
+    if found is None or found.get("type") != "block_actions" or action is None:
         return "", 200
-    action = payload["actions"][0]
-    user = (payload.get("user") or {}).get("id", "")
-    team = (payload.get("team") or {}).get("id") or (payload.get("user") or {}).get("team_id", "")
-    channel = (payload.get("channel") or {}).get("id", "")
-    who, here = owner(team, user), where(channel)
-    response_url = payload.get("response_url", "")
+    user = payload.text(found, "user", "id")
+    team = payload.text(found, "team", "id") or payload.text(found, "user", "team_id")
+    who, here = owner(team, user), where(payload.text(found, "channel", "id"))
+    response_url = payload.text(found, "response_url")
     lang = current_app.config["DEFAULT_LANG"]
-    block_id = action.get("block_id", "")
+    block_id = payload.text(action, "block_id")
 
-    if action.get("action_id") == blocks.SHARE_ACTION:
-        work = lambda: _share(action.get("value", ""), who, user, lang)  # noqa: E731
+    if payload.text(action, "action_id") == blocks.SHARE_ACTION:
+        work = lambda: _share(payload.text(action, "value"), who, here, user, lang)  # noqa: E731
     elif block_id.startswith(blocks.ANSWER_BLOCK):
         work = lambda: _answer(block_id[len(blocks.ANSWER_BLOCK):], action, who, here, lang)  # noqa: E731
     else:
@@ -52,17 +42,16 @@ def interaction():
 
 def _chosen(action: dict[str, Any]) -> tuple[str, str]:
     """(what the consultation reads, what the person saw) for a button or a menu."""
-    if action.get("type") == "static_select":
-        option = action.get("selected_option") or {}
-        return option.get("value", ""), (option.get("text") or {}).get("text", "")
-    return action.get("value", ""), (action.get("text") or {}).get("text", "")
+    if payload.text(action, "type") == "static_select":
+        return payload.text(action, "selected_option", "value"), payload.text(action, "selected_option", "text", "text")
+    return payload.text(action, "value"), payload.text(action, "text", "text")
 
 
 def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang: str) -> dict:
     cid, _, question = ref.partition(":")
     consultations = service()
     try:
-        record = consultations.record(cid)
+        record = consultations.record(cid, channel=here)
     except NotFound:
         return say("slack.stale", default_lang)
     lang = consultations.lang(cid) or default_lang
@@ -73,14 +62,14 @@ def _answer(ref: str, action: dict[str, Any], who: str, here: str, default_lang:
     value, shown = _chosen(action)
     if not value.strip():
         return say("slack.stale", lang)
-    message = take_turn(cid, value, note=consultations.kb.text("slack.answered", lang, answer=shown or value))
+    message = take_turn(cid, here, value, note=consultations.kb.text("slack.answered", lang, answer=shown or value))
     return {**message, "replace_original": True}
 
 
-def _share(cid: str, who: str, user: str, default_lang: str) -> dict:
+def _share(cid: str, who: str, here: str, user: str, default_lang: str) -> dict:
     consultations = service()
     try:
-        record = consultations.record(cid)
+        record = consultations.record(cid, channel=here)
     except NotFound:
         return say("slack.nothing", default_lang)
     lang = consultations.lang(cid) or default_lang
