@@ -7,8 +7,11 @@ it kept, every later estimate of the consultation would refuse it.
 from __future__ import annotations
 
 import logging
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from .estimate.setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup
 from .estimate.whatif import FIELDS
@@ -19,6 +22,37 @@ log = logging.getLogger(__name__)
 
 # Setup fields that take a tuple of names; facts hold lists.
 _TUPLES = ("lora_targets", "modules_to_save")
+
+
+class OutOfTime(Exception):
+    """Reading the text would take longer than the time the caller allowed (`time_budget`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"reading the text took longer than {seconds:g} s")
+        self.seconds = seconds
+
+
+# (deadline on the monotonic clock, the seconds allowed); None: no limit (the CLI, tests).
+_budget: ContextVar[tuple[float, float] | None] = ContextVar("oomdoctor_time_budget", default=None)
+
+
+@contextmanager
+def time_budget(seconds: float, started: float | None = None) -> Iterator[None]:
+    """Within this block `observe` stops with OutOfTime once `seconds` have passed since
+    `started` (now by default). It checks between extractors, each linear in the text, so
+    it stops at most one extractor's time late (about 1 s for a 16 MiB message)."""
+    start = time.monotonic() if started is None else started
+    token = _budget.set((start + seconds, seconds) if seconds > 0 else None)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def _on_time() -> None:
+    budget = _budget.get()
+    if budget is not None and time.monotonic() > budget[0]:
+        raise OutOfTime(budget[1])
 
 
 @dataclass(frozen=True)
@@ -60,6 +94,7 @@ def observe(text: str, kb: KnowledgeBase) -> list[Observation]:
     more specific (an OOM message's capacity beats a GPU named in prose)."""
     found: dict[str, Observation] = {}
     for extractor in registry():
+        _on_time()
         try:
             for finding in extractor.run(text, kb):
                 _keep(found, extractor.name, finding, kb)

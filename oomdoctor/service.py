@@ -18,9 +18,10 @@ from typing import Any, Callable
 from .consultation import Consultant, State
 from .language import LANGUAGES
 from .named_inputs import EstimateInputError, estimate_reply
+from .observation import OutOfTime
 from .storage import NotFound, Store
 
-__all__ = ["Consultations", "EstimateInputError", "NotFound"]
+__all__ = ["Consultations", "EstimateInputError", "NotFound", "OutOfTime"]
 
 
 class Consultations:

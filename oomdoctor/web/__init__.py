@@ -21,6 +21,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.update(test_config)
     app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_MESSAGE_BYTES"] + 64 * 1024
+    # A form's text field may be as long as the body: the page's message is one (Flask's own
+    # limit, 500 kB, refused a pasted log sent by the page's script as "too large").
+    app.config["MAX_FORM_MEMORY_SIZE"] = app.config["MAX_CONTENT_LENGTH"]
     app.json.ensure_ascii = False
     app.json.sort_keys = False
     # Fail at start, not on the first request: a broken knowledge file or an
@@ -28,9 +31,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["oomdoctor.consultant"] = Consultant(load())
     Store(app.config["DATABASE"]).close()
 
-    from . import errors, security
+    from . import errors, input, security
     from ..channels import page, rest, slack
     errors.init_app(app)
+    # First of all hooks: the request's clock starts, and a body sent without a length is read
+    # (bounded) before anything parses it.
+    app.before_request(input.start_clock)
+    app.before_request(input.whole_body)
+    app.teardown_request(input.stop_clock)
     security.init_app(app)
     for channel in (rest, page, slack):
         app.register_blueprint(channel.bp)

@@ -15,7 +15,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from ...language import LANGUAGES
 from ...render import svg
 from ...render.text import change_text
-from ...service import NotFound
+from ...service import NotFound, OutOfTime
 from ...templating import show
 from ...web import input as check
 from ...web.context import service
@@ -197,9 +197,23 @@ def not_found(_exc):
 def too_large(_exc):
     # The body was refused unread, so the text cannot be put back; with JavaScript it never left the page.
     lang = _lang()
-    exc = PageError("error.too_large", 413, size=request.content_length or 0,
-                    limit=check.message_limit("page"))
+    if check.too_many_parts():
+        exc = PageError("error.form_parts", 400, limit=current_app.config["MAX_FORM_PARTS"])
+    else:
+        exc = PageError("error.too_large", 413, size=check.body_size() or 0, limit=check.message_limit("page"))
     return _refused(exc, "index.html", _context(lang, text=""))
+
+
+@bp.errorhandler(OutOfTime)
+def too_slow(exc: OutOfTime):
+    # Nothing was stored (the turn stopped before it was); the text goes back into the box.
+    lang = _lang()
+    refusal = PageError("error.too_slow", 422, seconds=f"{exc.seconds:g}")
+    cid = request.view_args.get("cid") if request.view_args else None
+    found = _found(cid, lang) if cid else None
+    if found is not None:
+        return _refused(refusal, "consultation.html", {**found[0], "text": request.form.get("message", "")})
+    return _refused(refusal, "index.html", _context(lang, text=request.form.get("message", "")))
 
 
 @bp.errorhandler(CSRFError)

@@ -15,7 +15,6 @@ from ...web.security import limit_verified
 from . import payload, verify
 
 
-
 def per_workspace_user():
     """Count a verified request for its workspace user (the ids are Slack's own once signed)."""
     team, user = payload.identity()
@@ -25,16 +24,10 @@ def per_workspace_user():
 
 
 bp = Blueprint("slack", __name__, url_prefix="/slack")
-# Flask runs a blueprint's hooks in the order they were added: the signature first.
+# Flask runs the app's hooks, then a blueprint's in the order they were added: the signature
+# first. None of the app's hooks reads a /slack/ body, so the signature is checked on the raw
+# bytes and an unsigned body is never parsed (tests/test_security_access.py).
 bp.before_request(verify.signed_by_slack)
 bp.before_request(per_workspace_user)
-
-
-@bp.record_once
-def _keep_raw_body(state) -> None:
-    # The signature covers the raw bytes: the very first hook of every request under /slack/
-    # caches the body, so nothing that runs before the check can consume or parse it.
-    state.app.before_request_funcs.setdefault(None, []).insert(0, verify.cache_raw_body)
-
 
 from . import commands, interactions  # noqa: E402,F401  (they add their routes to bp)

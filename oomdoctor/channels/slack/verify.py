@@ -34,12 +34,6 @@ def is_signed(secret: str, body: bytes, timestamp: str | None, signature: str | 
         return False
 
 
-def cache_raw_body() -> None:
-    """App-wide first hook: keep a Slack request's raw body, so form parsing reads the cached copy."""
-    if request.path.startswith("/slack/"):
-        request.get_data(cache=True, parse_form_data=False)
-
-
 def signed_by_slack():
     """before_request for the Slack blueprint: refuse anything Slack did not sign, just now, or signed before."""
     secret = current_app.config.get("SLACK_SIGNING_SECRET", "")
