@@ -20,8 +20,10 @@ from .knowledge import KnowledgeBase
 
 log = logging.getLogger(__name__)
 
-# Setup fields that take a tuple of names; facts hold lists.
+# Setup fields that take a tuple of module names; facts hold lists. A model has a handful of
+# distinct linear modules, so more names than this are no list of them.
 _TUPLES = ("lora_targets", "modules_to_save")
+MAX_NAMES, MAX_NAME_CHARS = 64, 200
 
 
 class OutOfTime(Exception):
@@ -73,7 +75,11 @@ def refusal(name: str, value: Any, counts: bool = True) -> str | None:
     field = FIELDS.get(name)
     if field is None or (not counts and field in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS):
         return None
-    if field in _TUPLES and isinstance(value, list):
+    if field in _TUPLES:
+        # Setup only checks that it is no single string; the estimator then reads each as a name.
+        if not (isinstance(value, (list, tuple)) and len(value) <= MAX_NAMES
+                and all(isinstance(name, str) and len(name) <= MAX_NAME_CHARS for name in value)):
+            return f"{field} must be a list of at most {MAX_NAMES} module names"
         value = tuple(value)
     try:
         Setup(model=None, **{field: value})

@@ -43,6 +43,10 @@ def _rows(app) -> list[tuple]:
     ("batch_size", 0, "at least 1"), ("seq_len", -2048, "at least 1"), ("num_gpus", 0, "at least 1"),
     ("lora_rank", 0, "at least 1"), ("num_beams", 0, "at least 1"), ("eval_samples", -1, "at least 1"),
     ("batch_size", 10**16, "at most"), ("gpu_memory_gib", 1e300, "at most"),
+    # Found by tests/test_fuzz_routes.py: the estimator read each item as a module name (500).
+    ("lora_targets", [1, 2], "module names"), ("lora_targets", [None], "module names"),
+    ("modules_to_save", [["lm_head"]], "module names"), ("lora_targets", ["q_proj", {"a": 1}], "module names"),
+    ("lora_targets", ["q_proj"] * 65, "module names"),
 ])
 def test_estimate_inputs_out_of_range_are_a_400_naming_the_range(app, field, value, says):
     r = app.test_client().post("/api/v1/estimate", json={"model": "llama-3-8b", "method": "lora", field: value})
