@@ -221,3 +221,14 @@ def test_with_no_trusted_proxy_forwarded_headers_are_ignored(tmp_path):
     app.test_client().get("/api/v1/consultations/x", headers={"X-Forwarded-For": "203.0.113.1",
                                                               "X-Forwarded-Proto": "https"})
     assert rows(app, "rate_limits", "client") == [("ip:127.0.0.1",)]
+
+
+def test_the_readme_states_the_defaults_of_the_access_settings():
+    from oomdoctor.config import DEFAULTS, ENV_PREFIX
+
+    readme = (security.ROOT / "README.md").read_text(encoding="utf-8")
+    for key in ("RATE_LIMIT_PER_MINUTE", "TRUSTED_PROXIES", "API_TOKEN"):
+        row = next((line for line in readme.splitlines() if line.startswith(f"| `{ENV_PREFIX}{key}`")), None)
+        assert row is not None, f"{ENV_PREFIX}{key} is not in the README's table"
+        default = DEFAULTS[key]
+        assert (f"`{default}`" in row) if default != "" else ("empty" in row), row
