@@ -4,7 +4,6 @@ ends the request (gunicorn's own timeout never ends a stuck request thread of a 
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,13 @@ from conftest import ROOT, LiveServer
 
 pytestmark = pytest.mark.server
 
-sys.path.insert(0, str(ROOT / "bench"))
-from common import training_log  # noqa: E402
+
+def training_log(size: int) -> str:
+    """Real log lines from the corpus, repeated to `size` bytes, an OOM traceback last."""
+    lines = "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests" / "corpus").glob("*.log")))
+    traceback = (ROOT / "tests" / "fixtures" / "logs" / "cuda_oom_new.txt").read_text(encoding="utf-8")
+    body = lines * (size // len(lines.encode()) + 1)
+    return body.encode()[: max(0, size - len(traceback.encode()))].decode("utf-8", "ignore") + traceback
 
 
 def test_work_past_its_budget_is_answered_422_and_nothing_is_stored(tmp_path):
