@@ -119,6 +119,7 @@ BASES = st.sampled_from([{}, {"model": "llama-3-8b"}, {"model": "llama-3-8b", "m
        hostile=st.dictionaries(st.sampled_from([*INPUTS, "lang", "extra"]), HOSTILE, max_size=2))
 def test_estimate_values(base, edges, hostile):
     """A valid set-up with one or two values at or past the edges of their range, or anything at all."""
+    ERRORS.records.clear()  # what other tests logged before this example
     for body in ({**base, **edges}, {**base, **hostile}):
         check(APP.test_client().post("/api/v1/estimate", data=_json_bytes(body), content_type="application/json"))
 
@@ -127,6 +128,7 @@ def test_estimate_values(base, edges, hostile):
 @given(value=HOSTILE, field=st.sampled_from(["message", "lang"]),
        path=st.sampled_from(["/api/v1/diagnose", "/api/v1/consultations", f"/api/v1/consultations/{API_CID}/messages"]))
 def test_message_routes_values(value, field, path):
+    ERRORS.records.clear()  # what other tests logged before this example
     body = {"message": OOM, field: value}
     check(APP.test_client().post(path, data=_json_bytes(body), content_type="application/json"))
 
@@ -148,6 +150,7 @@ FRAGMENTS = st.sampled_from([
 @given(parts=st.lists(st.tuples(FRAGMENTS, EDGES), min_size=1, max_size=5), answers=st.lists(TEXT_OR_EDGE, max_size=2))
 def test_messages_with_values_out_of_range(parts, answers):
     """Settings with zero, negative or impossible values in a pasted text, then follow-up turns."""
+    ERRORS.records.clear()  # what other tests logged before this example
     message = "\n".join([OOM, *(fragment.format(n=n) for fragment, n in parts)])
     client = APP.test_client()
     check(client.post("/api/v1/diagnose", json={"message": message}))
@@ -169,6 +172,7 @@ QUERY = st.one_of(st.just(""), st.sampled_from(["?lang=en", "?lang=zh", "?lang=x
 @given(path=PAGE_PATHS, query=QUERY, accept=st.sampled_from(["text/html", "application/json", "*/*", ""]),
        language=st.sampled_from(["", "zh-CN,zh;q=0.9", "en", "xx;q=2", ";;;"]))
 def test_page_get(path, query, accept, language):
+    ERRORS.records.clear()  # what other tests logged before this example
     check(APP.test_client().get(path + query, headers={"Accept": accept, "Accept-Language": language}))
 
 
@@ -180,6 +184,7 @@ def test_page_get(path, query, accept, language):
        accept=st.sampled_from(["text/html", "application/json"]),
        kind=st.sampled_from(["multipart", "urlencoded", "json", "text"]))
 def test_page_post(path, query, fields, token, upload, accept, kind):
+    ERRORS.records.clear()  # what other tests logged before this example
     client = APP.test_client()
     client.get("/")
     cookie = client.get_cookie(security.CSRF_COOKIE).value
@@ -222,6 +227,7 @@ COMMAND_TEXT = st.one_of(TEXT, st.sampled_from(["help", "new", "lang zh", "lang 
                                                                                  max_size=3),
        signature=SIGNATURES, timestamp=TIMESTAMPS)
 def test_slack_commands(team, user, channel, text, extra, signature, timestamp):
+    ERRORS.records.clear()  # what other tests logged before this example
     body = urlencode({**extra, "team_id": team, "user_id": user, "channel_id": channel, "command": "/oom",
                       "text": text, "response_url": "https://hooks.slack.com/commands/T1/1/x"}).encode()
     check(_signed("/slack/commands", body, signature, timestamp))
@@ -257,6 +263,7 @@ PAYLOADS = st.one_of(
                                        st.integers(1, 3000).map(lambda n: "[" * n), st.just("{" * 100_000)),
        signature=SIGNATURES, timestamp=TIMESTAMPS)
 def test_slack_interactions(payload, raw, signature, timestamp):
+    ERRORS.records.clear()  # what other tests logged before this example
     text = raw if raw is not None else json.dumps(payload, allow_nan=True)
     body = urlencode({"payload": text}).encode("utf-8", "surrogatepass")
     check(_signed("/slack/interactions", body, signature, timestamp))
@@ -266,6 +273,7 @@ def test_slack_interactions(payload, raw, signature, timestamp):
 @given(body=st.binary(max_size=400), path=st.sampled_from(["/slack/commands", "/slack/interactions", "/slack/other"]),
        signature=SIGNATURES)
 def test_slack_raw_bodies(body, path, signature):
+    ERRORS.records.clear()  # what other tests logged before this example
     check(_signed(path, body, signature))
 
 
