@@ -20,10 +20,14 @@ ZERO_CONFIG = json.dumps({"model_type": "llama", "hidden_size": 0, "num_hidden_l
                           "intermediate_size": 0, "vocab_size": 0})
 
 
-@pytest.fixture
-def app(tmp_path):
+def _app(folder):
     # Not TESTING: an exception becomes the 500 a client would get, not a test error.
-    return create_app({"DATABASE": str(tmp_path / "values.sqlite3"), "RATE_LIMIT_PER_MINUTE": 0})
+    return create_app({"DATABASE": str(folder / "values.sqlite3"), "RATE_LIMIT_PER_MINUTE": 0})
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    return _app(tmp_path_factory.mktemp("values"))
 
 
 def _rows(app) -> list[tuple]:
@@ -201,7 +205,8 @@ def test_stored_facts_keeps_the_good_ones():
 
 # ------------------------------------------------------------------ a failed first turn leaves nothing behind
 
-def test_a_failed_first_turn_leaves_no_consultation(app, monkeypatch):
+def test_a_failed_first_turn_leaves_no_consultation(tmp_path, monkeypatch):
+    app = _app(tmp_path)
     consultant = app.extensions["oomdoctor.consultant"]
 
     def fail(*_args, **_kwargs):
