@@ -49,14 +49,26 @@ DEFAULTS: dict[str, Any] = {
     "LARK_DOMAIN": "https://open.feishu.cn",
     # The bot's language until the user writes Chinese or English of their own.
     "LARK_DEFAULT_LANG": "zh",
-    # Requests per minute per client IP, and per API token; 0 turns the limit off.
-    "RATE_LIMIT_PER_MINUTE": 120,
-    # How many proxies in front of the service add X-Forwarded-For; the client IP is read after them.
+    # Requests per minute per client address, per API token and per Slack user; 0 turns the limit off.
+    # Sized for many people behind one address (an office's NAT): a message on the page costs at
+    # most two requests (the post and, without JavaScript, the page it redirects to), so 600 lets
+    # 50 people each send a message every 10 s; a consultation is a few messages over minutes.
+    "RATE_LIMIT_PER_MINUTE": 600,
+    # How many proxies in front of the service add X-Forwarded-For (and X-Forwarded-Proto); the
+    # client's address is the one the outermost of them saw. 0 (the default): none is trusted,
+    # the address is the socket's, and X-Forwarded-For is a client's claim, never read.
     "TRUSTED_PROXIES": 0,
     # Form posts outside /api/ and /slack/ must carry the csrf_token field.
     "CSRF_ENABLED": True,
     # JSON nested deeper than this is refused before it is parsed.
     "MAX_JSON_DEPTH": 32,
+    # Parts of a multipart form; the page's own form has five fields at most.
+    "MAX_FORM_PARTS": 50,
+    # gunicorn's worker timeout (gunicorn.conf.py reads the same OOMDOCTOR_TIMEOUT): a request
+    # still running then is ended with its worker.
+    "TIMEOUT": 60,
+    # Seconds a request may spend reading a message before it answers 422 instead; 0: half of TIMEOUT.
+    "WORK_SECONDS": 0.0,
 }
 
 ENV_PREFIX = "OOMDOCTOR_"
@@ -69,6 +81,8 @@ def _coerce(default: Any, raw: str) -> Any:
         return float(raw)
     if isinstance(default, int):
         return int(raw)
+    if isinstance(default, float):
+        return float(raw)
     return raw
 
 
@@ -81,6 +95,8 @@ def from_environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
             settings[key] = _coerce(default, raw)
     if database(settings["DATABASE"]).kind == "sqlite":
         settings["DATABASE"] = str(Path(settings["DATABASE"]))
+    if not settings["WORK_SECONDS"]:
+        settings["WORK_SECONDS"] = settings["TIMEOUT"] / 2
     return settings
 
 

@@ -13,7 +13,7 @@ from .conclusions import prescription, questioning, report
 from .conclusions.evaluation import Evaluation, evaluate
 from .engine import Engine, Provenance, WorkingMemory
 from .knowledge import KnowledgeBase, Question
-from .observation import observe
+from .observation import admissible, observe
 from .render import text as render_text
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
@@ -38,12 +38,31 @@ class State:
         return cls(list(raw.get("facts", [])), list(raw.get("unknown", [])), list(raw.get("asked", [])),
                    raw.get("pending"), raw.get("lang"), int(raw.get("turns", 0)))
 
-    def memory(self) -> WorkingMemory:
+    def memory(self, kb: KnowledgeBase | None = None) -> WorkingMemory:
         memory = WorkingMemory()
-        for fact in self.facts:
+        for fact in self.facts if kb is None else stored_facts(self.facts, kb):
             src = fact["source"]
             memory.assert_fact(fact["name"], fact["value"], Provenance(src["kind"], src["name"], src.get("detail", "")))
         return memory
+
+
+def stored_facts(facts: Any, kb: KnowledgeBase) -> list[dict]:
+    """The stored facts that may still stand, read back safely.
+
+    A state stored by an older version, or before a bound was known, may hold a fact the
+    knowledge base no longer has, a value it no longer accepts (a ZeRO stage of 4), or a
+    malformed entry. Such a fact is dropped as if never said: one bad fact must not make
+    every later turn of the consultation fail.
+    """
+    kept = []
+    for fact in facts if isinstance(facts, list) else ():
+        source = fact.get("source") if isinstance(fact, dict) else None
+        if not (isinstance(source, dict) and isinstance(source.get("kind"), str) and isinstance(source.get("name"), str)
+                and isinstance(source.get("detail", ""), str) and isinstance(fact.get("name"), str)):
+            continue
+        if admissible(fact["name"], fact.get("value"), kb):
+            kept.append(fact)
+    return kept
 
 
 def _skip_words(kb: KnowledgeBase) -> set[str]:
@@ -67,14 +86,14 @@ class Consultant:
         state = State.from_dict(state.to_dict())
         state.lang = language.choose(lang, message, state.lang)
         state.turns += 1
-        memory = state.memory()
+        memory = state.memory(kb)
         # The channels redact secrets before a message gets here; the reply says what kinds, how many.
         notes: list[str] = [n] if (n := redaction.note(message)) else []
         pending = kb.questions.get(state.pending) if state.pending else None
         state.pending = None
         source_kind = "answer" if pending else "extractor"
         reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
-        if reading is not None and reading.value is not None:
+        if reading is not None and reading.value is not None and admissible(pending.fact, reading.value, kb):
             memory.assert_fact(pending.fact, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
         # The answer is read whole: the asked fact and everything else it states. What it mentions in passing
         # adds facts but does not rewrite known ones ("A100" answering "how many GPUs?" is not a new card).

@@ -1,13 +1,26 @@
-"""Named inputs (REST fields, CLI flags) to facts to a stateless estimate reply."""
+"""Named inputs (REST fields, CLI flags) to facts to a stateless estimate reply.
+
+Every input is checked where it enters: its fact's type, then its range (`RANGES`, which
+the OpenAPI document publishes), then the estimator's own word on the value
+(`observation.refusal`). A refused input is an EstimateInputError (a 400), never an
+estimator's exception on the way out.
+"""
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from . import knowledge
 from .conclusions.report import estimate_assumptions, estimate_dict, say_estimate
 from .conclusions.sizing import apply_whatif, estimate_from
+from .estimate.setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS
+from .estimate.whatif import FIELDS
 from .knowledge import MAX_MAGNITUDE
+from .observation import refusal
+
+log = logging.getLogger(__name__)
 
 
 class EstimateInputError(ValueError):
@@ -81,8 +94,63 @@ def describe(kb=None) -> list[InputSpec]:
     return out
 
 
+# DeepSpeed's ZeRO stages (the estimator's Setup holds the same bound; a test checks they agree).
+ZERO_STAGES = (0, 3)
+# Sizes that are more than nothing: a GPU's or the host's memory, a model's parameters.
+_ABOVE_ZERO = ("gpu.memory_gib", "host.ram_total_gib", "model.params_b")
+
+
+def ranges(key: str) -> dict[str, Any]:
+    """The range an input's value must lie in, as JSON Schema keywords (OpenAPI 3.0 style)."""
+    fact = INPUTS[key]
+    if fact == "dist.zero_stage":
+        return {"minimum": ZERO_STAGES[0], "maximum": ZERO_STAGES[1]}
+    if FIELDS.get(fact) in POSITIVE_INTS + OPTIONAL_POSITIVE_INTS:
+        return {"minimum": 1, "maximum": int(MAX_MAGNITUDE)}
+    if fact in _ABOVE_ZERO:
+        return {"minimum": 0, "exclusiveMinimum": True, "maximum": MAX_MAGNITUDE}
+    return {}
+
+
+def _in_range(value: Any, bounds: dict[str, Any]) -> bool:
+    if "minimum" in bounds and (value < bounds["minimum"] or bounds.get("exclusiveMinimum") and value <= bounds["minimum"]):
+        return False
+    return "maximum" not in bounds or value <= bounds["maximum"]
+
+
+def _say_range(kind: str, bounds: dict[str, Any]) -> str:
+    low, high = bounds.get("minimum"), bounds.get("maximum")
+    if bounds.get("exclusiveMinimum"):
+        return f"{kind} above {low:g} and at most {high:.0e}"
+    if high is not None and high < 1e6:
+        return f"{kind} from {low} to {high}"
+    return f"{kind} of at least {low} and at most {high:.0e}"
+
+
+def _config_text(raw: Any) -> str:
+    """A config.json given as text or as an object, checked to give a model shape."""
+    from .catalog import ModelShape
+
+    try:
+        config = json.loads(raw) if isinstance(raw, str) else raw
+    except RecursionError:
+        raise EstimateInputError("'config' nests too deeply to be a config.json") from None
+    except ValueError as exc:
+        raise EstimateInputError(f"'config' is not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(config, dict):
+        raise EstimateInputError("'config' must be a config.json object (as an object or as JSON text)")
+    try:
+        ModelShape.from_hf_config(config)
+    except (ValueError, TypeError, KeyError, ArithmeticError, RecursionError) as exc:
+        # ShapeError says what is wrong; a division by a zero dimension is the config's fault too.
+        reason = str(exc) if isinstance(exc, ValueError) else "a dimension is zero or out of range"
+        raise EstimateInputError(f"the config.json cannot be used: {reason[:300]}") from None
+    return raw if isinstance(raw, str) else json.dumps(config)
+
+
 def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
     from .catalog import resolve_gpu_id, resolve_model_id
+    from .redaction import echo
 
     values: dict[str, Any] = {}
     for key, raw in inputs.items():
@@ -90,30 +158,38 @@ def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
             continue
         if key not in INPUTS:
             from .schema import suggest
-            raise EstimateInputError(f"unknown input '{key}'{suggest(key, INPUTS)}")
+            raise EstimateInputError(f"unknown input {echo(key)}{suggest(key, INPUTS)}")
         fact = INPUTS[key]
         spec = kb.facts[fact]
         value = raw
         if key == "model":
             value = resolve_model_id(str(raw))
             if value is None:
-                raise EstimateInputError(f"unknown model '{raw}': give a catalog name, params_b or a config.json")
+                raise EstimateInputError(f"unknown model {echo(raw)}: give a catalog name, params_b or a config.json")
         elif key == "gpu":
             value = resolve_gpu_id(str(raw))
             if value is None:
-                raise EstimateInputError(f"unknown GPU '{raw}': give a catalog name or gpu_memory_gib")
+                raise EstimateInputError(f"unknown GPU {echo(raw)}: give a catalog name or gpu_memory_gib")
+        elif key == "config":
+            value = _config_text(raw)
         elif spec.type == "number" and spec.accepts(raw):
             value = float(raw)      # only once it is known to fit in one
         elif spec.type == "list" and isinstance(raw, str):
             value = [part.strip() for part in raw.split(",") if part.strip()]
-        if not spec.accepts(value):
+        bounds = ranges(key)
+        if not spec.accepts(value) or (bounds and not _in_range(value, bounds)):
             if spec.values:
                 allowed = f"one of {list(spec.values)}"
             else:
                 allowed = KINDS.get(spec.type, f"a {spec.type}")
-                if spec.type in ("integer", "number"):
+                if bounds:
+                    allowed = _say_range(allowed, bounds)
+                elif spec.type in ("integer", "number"):
                     allowed += f" of at most {MAX_MAGNITUDE:.0e}"
             raise EstimateInputError(f"'{key}' = {repr(raw)[:60]} is not valid ({allowed})")
+        reason = refusal(fact, value)
+        if reason is not None:
+            raise EstimateInputError(f"'{key}' = {repr(raw)[:60]} is not valid ({reason[:200]})")
         values[fact] = value
     return values
 
@@ -139,7 +215,10 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
     kb = knowledge.default()
     values = facts_from_inputs(inputs, kb)
     implied = implied_inputs(inputs, values)
-    estimation = estimate_from(values)
+    try:
+        estimation = estimate_from(values)
+    except ValueError as exc:  # the estimator refuses the inputs together (each passed alone)
+        raise EstimateInputError(f"these inputs do not make a set-up the estimator can take: {str(exc)[:300]}") from None
     if estimation is None:
         raise EstimateInputError(_why_no_model(values))
     capacity = estimation.setup.gpu_memory_gib if hasattr(estimation.setup, "gpu_memory_gib") else values.get("gpu.memory_gib")
@@ -147,7 +226,11 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
     for remedy in kb.remedies.values():
         if not remedy.whatif:
             continue
-        after = estimate_from(apply_whatif(values, remedy.whatif))
+        try:
+            after = estimate_from(apply_whatif(values, remedy.whatif))
+        except ValueError as exc:
+            log.warning("what-if of %s not estimated: %s", remedy.id, exc)
+            continue
         if after is None or after.result.per_gpu_gib >= estimation.result.per_gpu_gib - 0.01:
             continue
         whatif.append({"remedy": remedy.id, "title": remedy.title[lang],
@@ -170,14 +253,5 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
 
 
 def _why_no_model(values: dict[str, Any]) -> str:
-    """What to say when no shape came out of the inputs: the config's own fault when one was given."""
-    config = values.get("model.config")
-    if config:
-        import json
-
-        from .catalog import ModelShape, ShapeError
-        try:
-            ModelShape.from_hf_config(json.loads(config))
-        except ValueError as exc:       # ShapeError, or JSON that does not parse
-            return f"the config.json cannot be used: {str(exc)[:300]}"
+    """What to say when no shape came out of the inputs (a config was checked where it entered)."""
     return "the model is unknown: give 'model', 'params_b' or 'config'"

@@ -5,6 +5,11 @@ input into calls here and render what comes back; none of them takes a turn or r
 a consultation any other way, and none imports another. (Slack's outbox of late
 replies is a delivery queue of that channel, kept in the same database.) The service
 knows nothing of HTTP, Slack or the terminal.
+
+A consultation belongs to the channel that started it ("api", "web", "slack:<channel>",
+"cli"): continuing, reading or deleting it names the channel, and another channel's
+consultation is not found. So the open web page is no side door into consultations
+started over the token-guarded API, and the API none into the page's or Slack's.
 """
 from __future__ import annotations
 
@@ -14,9 +19,10 @@ from typing import Any, Callable
 from .consultation import Consultant, State
 from .language import LANGUAGES
 from .named_inputs import EstimateInputError, estimate_reply
+from .observation import OutOfTime
 from .storage import NotFound, Store
 
-__all__ = ["Consultations", "EstimateInputError", "NotFound"]
+__all__ = ["Consultations", "EstimateInputError", "NotFound", "OutOfTime"]
 
 
 class Consultations:
@@ -38,32 +44,51 @@ class Consultations:
     def kb(self):
         return self.consultant.kb
 
-    def start(self, message: str, *, channel: str, owner: str = "", lang: str | None = None) -> tuple[str, dict]:
-        """A new consultation with its first message: (id, reply)."""
+    def start(self, message: str, *, channel: str, owner: str = "", lang: str | None = None,
+              request_id: str | None = None) -> tuple[str, dict]:
+        """A new consultation with its first message: (id, reply).
+
+        The first turn and the consultation are one unit: the turn is taken before anything
+        is stored, so a turn that fails leaves no empty consultation behind, and a store that
+        fails after the row was made takes the row away again.
+        """
+        first = self._step(State().to_dict(), message, lang)
         cid = self.store.create(State().to_dict(), owner=owner, channel=channel)
-        return cid, self.reply(cid, message, lang)
+        try:
+            # Nobody else knows the new id, so the state the turn was taken on is still the stored one.
+            return cid, self.store.turn(cid, message, lambda _raw: first, request_id=request_id)
+        except BaseException:
+            self.store.delete(cid)
+            raise
 
     def open(self, *, channel: str, owner: str = "", lang: str | None = None) -> str:
         """A new consultation with no message yet (Slack's `/oom new`, `/oom lang zh`)."""
         return self.store.create(State(lang=lang).to_dict(), owner=owner, channel=channel)
 
-    def reply(self, cid: str, message: str, lang: str | None = None, request_id: str | None = None) -> dict:
+    def reply(self, cid: str, message: str, lang: str | None = None, *, channel: str,
+              request_id: str | None = None) -> dict:
         """The next turn; `lang` forces the reply's language, else the message and the consultation decide.
         A turn retried under the same `request_id` (a late reply's outbox entry) is stored once.
-        Raises NotFound for an unknown id."""
+        Raises NotFound for an unknown id, or one of another channel."""
+        self.record(cid, channel=channel)
         return self.store.turn(cid, message, lambda raw: self._step(raw, message, lang), request_id=request_id)
 
     def answered(self, cid: str, request_id: str | None) -> bool:
         """Whether a turn under this request id is stored already (a late reply retried by another worker)."""
         return self.store.answered(cid, request_id)
 
-    def set_lang(self, cid: str, lang: str, said: str) -> None:
+    def set_lang(self, cid: str, lang: str, said: str, *, channel: str) -> None:
         """Store a language preference as a turn of its own (no reply to render)."""
+        self.record(cid, channel=channel)
         self.store.turn(cid, said, lambda raw: ({**raw, "lang": lang}, {"status": "setting", "lang": lang,
                                                                          "text": f"lang {lang}"}))
 
-    def record(self, cid: str) -> dict[str, Any]:
-        return self.store.get(cid)
+    def record(self, cid: str, *, channel: str) -> dict[str, Any]:
+        """The stored consultation; NotFound for an unknown id, or one another channel started."""
+        record = self.store.get(cid)
+        if record["channel"] != channel:
+            raise NotFound(cid)
+        return record
 
     def lang(self, cid: str | None) -> str | None:
         """The consultation's language, if it has one."""
@@ -76,7 +101,11 @@ class Consultations:
         """The latest consultation of this owner in this channel."""
         return self.store.find(owner, channel)
 
-    def delete(self, cid: str) -> bool:
+    def delete(self, cid: str, *, channel: str) -> bool:
+        try:
+            self.record(cid, channel=channel)
+        except NotFound:
+            return False
         return self.store.delete(cid)
 
     def diagnose(self, message: str, lang: str | None = None) -> dict:

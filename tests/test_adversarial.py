@@ -144,6 +144,24 @@ def test_hostile_bodies_get_a_clear_4xx(small, kind):
         assert client.post("/api/v1/estimate", data=body, content_type="application/json").status_code in (400, 413)
 
 
+TOKEN = "hf_" + "Zq8xLw2RkT5mNv7bYc3pHd6sJf9gKa4e"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/diagnose", {"message": "x", TOKEN: 1}),
+    ("/api/v1/estimate", {"model": "llama-3-8b", TOKEN: 1}),
+    ("/api/v1/estimate", {"model": TOKEN}),
+    ("/api/v1/estimate", {"gpu": "x" * 5000}),
+])
+def test_an_error_never_quotes_a_secret_or_a_whole_value_back(small, path, body):
+    """A token sent as a field name or a value is refused without being quoted back; long values are cut."""
+    r = small.test_client().post(path, json=body)
+    assert r.status_code == 400, r.get_data(as_text=True)[:300]
+    text = r.get_data(as_text=True)
+    assert TOKEN not in text and "x" * 100 not in text, text[:300]
+    assert "unknown" in r.get_json()["error"]
+
+
 def test_wrong_content_type_and_method(small):
     client = small.test_client()
     assert client.post("/api/v1/diagnose", data=LOG, content_type="text/plain").status_code == 415

@@ -80,6 +80,58 @@ def test_oversized_headers_and_request_lines_are_refused_by_gunicorn(server):
     assert head.split(b" ", 2)[1] == b"400"
 
 
+def test_a_chunked_body_over_the_limit_is_413_not_invalid_json(server):
+    def chunks():
+        yield b'{"message": "'
+        for _ in range(3 * 16):
+            yield b"x" * 65536
+        yield b'"}'
+
+    r = requests.post(server.url + "/api/v1/diagnose", data=chunks(), headers={"Content-Type": "application/json"},
+                      timeout=120)
+    assert r.status_code == 413 and str(LIMIT) in r.json()["error"]
+    # A chunked body within the limit is read whole.
+    small = iter([json.dumps({"message": LOG}).encode()])
+    r = requests.post(server.url + "/api/v1/diagnose", data=small, headers={"Content-Type": "application/json"},
+                      timeout=120)
+    assert r.status_code == 200 and r.json()["oom_kind"] == "gpu"
+
+
+def _page_session(server):
+    import re
+
+    session = requests.Session()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', session.get(server.url + "/", timeout=30).text).group(1)
+    return session, token
+
+
+def test_a_multipart_flood_is_a_bad_form_not_too_large(server):
+    session, token = _page_session(server)
+    files = [(f"f{i}", ("a.txt", b"x")) for i in range(2000)]
+    r = session.post(server.url + "/?lang=en", data={"csrf_token": token, "message": LOG}, files=files,
+                     headers={"Accept": "application/json"}, timeout=60)
+    assert r.status_code == 400 and "parts" in r.json()["error"] and "bytes" not in r.json()["error"]
+
+
+def test_the_page_script_may_send_a_message_as_long_as_the_limit(server):
+    # page.js sends FormData (multipart): Flask's own 500 kB limit on a form field refused this as "too large".
+    session, token = _page_session(server)
+    text = LOG + "\n" + "step 1 loss 2.0\n" * ((LIMIT - 70_000) // 16)
+    r = session.post(server.url + "/?lang=en", files={"message": (None, text), "csrf_token": (None, token)},
+                     headers={"Accept": "application/json"}, timeout=120)
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["status"] in ("question", "report")
+
+
+def test_the_access_log_holds_no_consultation_id(server):
+    cid = requests.post(server.url + "/api/v1/consultations", json={"message": LOG}, timeout=60).json()["id"]
+    requests.get(f"{server.url}/api/v1/consultations/{cid}?x=1", timeout=30)
+    requests.get(f"{server.url}/c/{cid}", timeout=30)
+    log = server.log.read_text(errors="replace")
+    assert cid not in log
+    assert '"GET /c/<id> HTTP/1.1" 404' in log and '"GET /api/v1/consultations/<id> HTTP/1.1" 200' in log
+
+
 def test_the_server_is_whole_afterwards(server):
     """Runs last in this module: every worker alive, no timeout, no unhandled error in the log."""
     assert requests.get(server.url + "/healthz", timeout=10).status_code == 200

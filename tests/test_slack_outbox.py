@@ -53,7 +53,8 @@ def started(app, text: str, response_url: str):
         from oomdoctor.web.context import store
 
         cid = store().create({}, owner="T1:U1", channel="slack:C1")
-        entry = store().enqueue("slack:turn", {"cid": cid, "text": text, "lang": "en"}, response_url, lease=0)
+        entry = store().enqueue("slack:turn", {"cid": cid, "here": "slack:C1", "who": "T1:U1", "text": text, "lang": "en"},
+                                response_url, lease=0)
     return cid, entry
 
 
@@ -101,7 +102,7 @@ def test_a_turn_stored_before_the_worker_died_is_not_stored_again(database, hook
     with app.app_context():  # the dead worker got as far as storing the turn
         from oomdoctor.channels.slack.commands import take_turn
 
-        first = take_turn(cid, TRACEBACK, request_id=entry.id)
+        first = take_turn(cid, "slack:C1", TRACEBACK, request_id=entry.id)
     assert responder.drain(make_app(database, hook)) == 1
     assert hook.wait() == first
     assert turns(app, cid) == [TRACEBACK]

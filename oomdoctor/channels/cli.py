@@ -146,7 +146,7 @@ def cmd_chat(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
         if cid is None:
             cid, reply = consultations.start(text, channel=CHANNEL, lang=lang)
         else:
-            reply = consultations.reply(cid, text, lang)
+            reply = consultations.reply(cid, text, lang, channel=CHANNEL)
         out.write("\n" + reply["text"] + "\n\n")
         if line == "":
             return 0

@@ -19,7 +19,7 @@ from .formats import catalog
 from .keys import classify, secret_key
 from .markers import USER, describe as _describe, found, marker, note, user_marker
 
-__all__ = ["Redaction", "redact", "redact_json", "found", "note", "describe", "secret_key"]
+__all__ = ["Redaction", "redact", "redact_json", "echo", "found", "note", "describe", "secret_key"]
 
 # Distinct values numbered per kind and message; past this many, further values share the last number.
 MAX_NUMBERED = 1000
@@ -43,6 +43,14 @@ _GENERIC_RANK = {"private_key": 0, "password": 2, "secret": 2, "api_key": 2, "ke
 
 def _rank(kind: str) -> int:
     return _GENERIC_RANK.get(kind, 1)  # a provider's token
+
+
+def echo(value: Any, limit: int = 60) -> str:
+    """A value from a request as an error message may quote it back: redacted, on one line, at most
+    `limit` characters, quoted. An error reply is logged and shown, so it must not carry what
+    the message itself would not keep (a token sent as a field name, say)."""
+    text = " ".join(redact(str(value)[:4 * limit]).text.split())
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
 
 
 def redact(text: str) -> Redaction:

@@ -21,6 +21,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.update(test_config)
     app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_MESSAGE_BYTES"] + 64 * 1024
+    # A form's text field may be as long as the body: the page's message is one (Flask's own
+    # limit, 500 kB, refused a pasted log sent by the page's script as "too large").
+    app.config["MAX_FORM_MEMORY_SIZE"] = app.config["MAX_CONTENT_LENGTH"]
     app.json.ensure_ascii = False
     app.json.sort_keys = False
     # Fail at start, not on the first request: a broken knowledge file or an
@@ -29,10 +32,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["oomdoctor.consultant"] = default()
     Store(app.config["DATABASE"]).close()
 
-    from . import errors, security
+    from . import errors, input, security
     from ..channels import lark, page, rest, slack
     from ..channels.mcp import http as mcp_http
     errors.init_app(app)
+    # First of all hooks: the request's clock starts, and a body sent without a length is read
+    # (bounded) before anything parses it.
+    app.before_request(input.start_clock)
+    app.before_request(input.whole_body)
+    app.teardown_request(input.stop_clock)
     security.init_app(app)
     for channel in (rest, page, slack, mcp_http, lark):
         app.register_blueprint(channel.bp)

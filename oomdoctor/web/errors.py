@@ -6,6 +6,8 @@ import logging
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from ..service import OutOfTime
+
 log = logging.getLogger(__name__)
 
 
@@ -23,13 +25,25 @@ def init_app(app: Flask) -> None:
     def bad_input(exc: BadInput):
         return jsonify(error=exc.message, status=exc.status), exc.status
 
+    @app.errorhandler(OutOfTime)
+    def out_of_time(exc: OutOfTime):
+        log.warning("a request's work ran past its budget of %g s; answered 422", exc.seconds)
+        message = (f"reading this message took longer than the {exc.seconds:g} s a request may take: send the part "
+                   "around the error (the traceback, the config and the launch command), not the whole log")
+        return jsonify(error=message, status=422), 422
+
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
-        message = exc.description or exc.name
-        if exc.code == 413:
+        from . import input
+
+        message, code = exc.description or exc.name, exc.code
+        if code == 413 and input.too_many_parts():
+            # Werkzeug says 413 for a form of too many parts too; it is a bad form, not a big one.
+            message, code = f"the form has more than {app.config['MAX_FORM_PARTS']} parts", 400
+        elif code == 413:
             limit = app.config["MAX_MESSAGE_BYTES"]
             message = f"request too large: the limit for a message is {limit} bytes"
-        return jsonify(error=message, status=exc.code), exc.code
+        return jsonify(error=message, status=code), code
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception):

@@ -5,11 +5,16 @@ Every channel (REST, the web page, Slack) passes its message through
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 from typing import Any
 
+from flask import current_app, g, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
 from ..language import LANGUAGES
+from ..observation import time_budget
 from ..redaction import redact
 from .errors import BadInput
 
@@ -98,13 +103,57 @@ def json_body(request) -> dict:
 
 
 def _depth_limit() -> int:
-    from flask import current_app
     return int(current_app.config.get("MAX_JSON_DEPTH", 32))
 
 
 def message_limit(channel: str) -> int:
     """The largest message a channel takes: its own setting, never above the global one."""
-    from flask import current_app
-
     config = current_app.config
     return min(config["MAX_MESSAGE_BYTES"], config.get(f"{channel.upper()}_MAX_MESSAGE_BYTES", config["MAX_MESSAGE_BYTES"]))
+
+
+def whole_body() -> None:
+    """before_request: read a body sent without Content-Length (chunked) up front, bounded.
+
+    Werkzeug stops reading such a body at MAX_CONTENT_LENGTH without saying so, and the
+    parsers then saw a cut body ("not valid JSON", a form missing its end, a wrong
+    signature). Read here, one byte past the limit is a 413; whatever parses the body
+    later reads this copy.
+    """
+    if request.content_length is not None or request.method not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    stream = request.environ.get("wsgi.input")
+    if stream is None:
+        return
+    data = stream.read(limit + 1) if request.environ.get("wsgi.input_terminated") else b""
+    if len(data) > limit:
+        raise RequestEntityTooLarge()
+    g.body_size = len(data)
+    request.environ["wsgi.input"] = io.BytesIO(data)
+    request.environ["CONTENT_LENGTH"] = str(len(data))
+
+
+def body_size() -> int | None:
+    """The body's size in bytes, when it is known."""
+    return request.content_length if request.content_length is not None else g.get("body_size")
+
+
+def too_many_parts() -> bool:
+    """Whether a 413 was a form of too many parts rather than a body over the limit."""
+    size = body_size()
+    return (request.mimetype == "multipart/form-data" and size is not None
+            and size <= current_app.config["MAX_CONTENT_LENGTH"])
+
+
+def start_clock() -> None:
+    """before_request, the first hook: the request's work may take WORK_SECONDS from now; reading
+    a message past that stops with observation.OutOfTime (answered 422)."""
+    g.time_budget = time_budget(float(current_app.config.get("WORK_SECONDS") or 0))
+    g.time_budget.__enter__()
+
+
+def stop_clock(_exc: BaseException | None) -> None:
+    budget = g.pop("time_budget", None)
+    if budget is not None:
+        budget.__exit__(None, None, None)

@@ -4,11 +4,14 @@ One `init_app(app)` adds, for every request:
 
 - the API token (``OOMDOCTOR_API_TOKEN``): /api/ needs ``Authorization: Bearer <token>``
   (the OpenAPI document, /healthz, the web page and /slack/ stay open; Slack has its own signature);
-- rate limits per client IP and per token, counted in the database so that every
-  gunicorn worker (and every host on one PostgreSQL) sees the same counts (``OOMDOCTOR_RATE_LIMIT_PER_MINUTE``), 429 + Retry-After;
+- rate limits per client address before anything is parsed or verified, then per verified
+  identity (an API token here, a Slack user in the Slack channel after its signature check,
+  through ``limit_verified``), counted in the database so that every gunicorn worker (and every
+  host on one PostgreSQL) sees the same counts (``OOMDOCTOR_RATE_LIMIT_PER_MINUTE``), 429 + Retry-After; the address is
+  the socket's, or behind ``TRUSTED_PROXIES`` proxies the one they forwarded;
 - CSRF protection for the web page's form posts: a token in a cookie and in a hidden
-  ``csrf_token`` field (templates call ``csrf_token()``), checked for every non-JSON POST
-  outside /api/ and /slack/;
+  ``csrf_token`` field (templates call ``csrf_token()``), checked for every POST outside
+  /api/, /slack/ and /lark/, where only the page's forms are taken (other bodies: 415);
 - the owner check on DELETE of a consultation that has an owner (``X-Owner``);
 - security headers, and no-store caching for consultations;
 - the retention sweep: consultations idle for ``RETENTION_SECONDS`` are deleted at start
@@ -52,7 +55,8 @@ CSRF_COOKIE = "oomdoctor_csrf"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
 # Paths whose POSTs are not the page's forms: the API (token) and Slack (signature).
-CSRF_EXEMPT = ("/api/", "/slack/")
+# Each has its own proof of origin: the API token, Slack's and Lark's signatures.
+CSRF_EXEMPT = ("/api/", "/slack/", "/lark/")
 _UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
@@ -77,6 +81,7 @@ class RetentionSweep:
 
 def init_app(app: Flask) -> None:
     app.extensions["oomdoctor.sweep"] = RetentionSweep(time.time())
+    trust_proxies(app)
     store = Store(app.config["DATABASE"], migrate=False)
     try:
         gone = store.expire(app.config["RETENTION_SECONDS"])
@@ -113,13 +118,18 @@ def _sweep() -> None:
 
 # ---------------------------------------------------------------- token and rate limits
 
-def client_ip() -> str:
-    """The client's address; behind TRUSTED_PROXIES proxies, the one the outermost of them saw."""
-    proxies = int(current_app.config.get("TRUSTED_PROXIES", 0) or 0)
+def trust_proxies(app: Flask) -> None:
+    """Behind TRUSTED_PROXIES proxies, take the client's address (and scheme) from what the
+    outermost of them saw (X-Forwarded-For, X-Forwarded-Proto); with none trusted, from the
+    socket. An X-Forwarded-For that no trusted proxy wrote is a client's claim, never used."""
+    proxies = int(app.config.get("TRUSTED_PROXIES", 0) or 0)
     if proxies > 0:
-        forwarded = [part.strip() for part in request.headers.get("X-Forwarded-For", "").split(",") if part.strip()]
-        if len(forwarded) >= proxies:
-            return forwarded[-proxies]
+        from werkzeug.middleware.proxy_fix import ProxyFix
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)
+
+
+def client_ip() -> str:
+    """The client's address (see `trust_proxies`)."""
     return request.remote_addr or "unknown"
 
 
@@ -144,9 +154,11 @@ def _limit_and_authorize():
     path = request.path
     if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return None
-    limit = int(current_app.config.get("RATE_LIMIT_PER_MINUTE") or 0)
-    if limit > 0:
-        refused = _count(_client_key(), limit)
+    per_minute = int(current_app.config.get("RATE_LIMIT_PER_MINUTE") or 0)
+    if per_minute > 0:
+        # By address, before anything is parsed or verified: nothing a client writes in the
+        # body (a Slack user id, a token) can choose whose budget a request is counted in.
+        refused = _count("ip:" + client_ip()[:64], per_minute)
         if refused is not None:
             return refused
     if not path.startswith("/api/") or path in PUBLIC_API:
@@ -162,27 +174,15 @@ def _limit_and_authorize():
         response.status_code = 401
         response.headers["WWW-Authenticate"] = 'Bearer realm="oomdoctor"'
         return response
-    if limit > 0:
-        # The token's own budget, whatever address it comes from.
-        return _count("token:" + hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()[:32], limit)
-    return None
+    # The token's own budget, whatever address it comes from.
+    return limit_verified("token:" + hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()[:32])
 
 
-def _client_key() -> str:
-    if request.path.startswith("/slack/"):
-        # Every Slack request comes from Slack's servers: count per workspace user instead.
-        request.get_data(cache=True)  # keep the raw body for the signature check before the form is parsed
-        team, user = request.form.get("team_id", ""), request.form.get("user_id", "")
-        if not (team or user) and request.form.get("payload"):
-            try:
-                payload = json.loads(request.form["payload"])
-                team = str((payload.get("team") or {}).get("id", ""))
-                user = str((payload.get("user") or {}).get("id", ""))
-            except (ValueError, AttributeError):
-                pass
-        if team or user:
-            return f"slack:{team[:32]}:{user[:32]}"
-    return "ip:" + client_ip()[:64]
+def limit_verified(key: str):
+    """Count a request against an authenticated identity's own budget (a token, a Slack user);
+    a 429 response when it is spent, else None. Call it only after the identity is verified."""
+    per_minute = int(current_app.config.get("RATE_LIMIT_PER_MINUTE") or 0)
+    return _count(key, per_minute) if per_minute > 0 else None
 
 
 def _count(key: str, limit: int):
@@ -216,10 +216,17 @@ def _well_formed(token: str) -> bool:
     return 32 <= len(token) <= 64 and all(c.isalnum() or c in "-_" for c in token)
 
 
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
 def _check_csrf() -> None:
     if request.method not in _UNSAFE or request.path.startswith(CSRF_EXEMPT):
         return
-    if not current_app.config.get("CSRF_ENABLED", True) or request.is_json:
+    if request.mimetype not in _FORMS and request.content_length != 0:
+        # Outside /api/, /slack/ and /lark/ only the page's own forms are taken (its script sends them
+        # as they are): a JSON body there would be a token-free way round the API.
+        raise BadInput("this address takes the web page's form only; the API is under /api/v1/", 415)
+    if not current_app.config.get("CSRF_ENABLED", True):
         return
     cookie = request.cookies.get(CSRF_COOKIE, "")
     given = request.headers.get(CSRF_HEADER) or request.form.get(CSRF_FIELD, "")

@@ -118,13 +118,15 @@ def message(text: str, who: str, here: str) -> dict[str, Any]:
         if cid is None:
             consultations.open(channel=here, owner=who, lang=choice)
         else:
-            consultations.set_lang(cid, choice, said=text)
+            consultations.set_lang(cid, choice, said=text, channel=here)
         return cards.notice(kb, choice, "lark.lang_set")
     if first in NEW:
-        cid = consultations.open(channel=here, owner=who, lang=stored)
         text = text.split(maxsplit=1)[1] if len(words) > 1 else ""
         if not text:
+            consultations.open(channel=here, owner=who, lang=stored)
             return cards.notice(kb, lang, "lark.new")
+        # The new consultation is made with its first turn, so a turn that fails leaves none behind.
+        cid = None
         lang = written_language(text) or stored or default
     try:
         said = check.message_text(text, check.message_limit("lark"))
@@ -134,8 +136,9 @@ def message(text: str, who: str, here: str) -> dict[str, Any]:
                                 limit=check.message_limit("lark"))
         return cards.notice(kb, lang, "error.binary")
     if cid is None:
-        cid = consultations.open(channel=here, owner=who)
-    reply = consultations.reply(cid, said, lang)
+        cid, reply = consultations.start(said, channel=here, owner=who, lang=lang)
+    else:
+        reply = consultations.reply(cid, said, lang, channel=here)
     return cards.reply_card(reply, kb, cid)
 
 
@@ -144,7 +147,7 @@ def unanswerable(value: dict[str, Any], who: str, here: str) -> str | None:
     cid, question = str(value.get(cards.ANSWER, "")), str(value.get("q", ""))
     consultations = service()
     try:
-        record = consultations.record(cid)
+        record = consultations.record(cid, channel=here)
     except NotFound:
         return "lark.stale"
     if record["owner"] != who:
@@ -156,16 +159,16 @@ def unanswerable(value: dict[str, Any], who: str, here: str) -> str | None:
     return None
 
 
-def asked(cid: str) -> dict[str, Any]:
+def asked(cid: str, here: str) -> dict[str, Any]:
     """The reply that asked the pending question (its card is shown again, answered)."""
-    return service().record(cid)["messages"][-1]["reply"]
+    return service().record(cid, channel=here)["messages"][-1]["reply"]
 
 
-def answer(value: dict[str, Any]) -> dict[str, Any]:
+def answer(value: dict[str, Any], here: str) -> dict[str, Any]:
     """The consultation's next turn with the button's value; its card."""
     consultations = service()
     cid = str(value[cards.ANSWER])
-    reply = consultations.reply(cid, str(value["v"]), consultations.lang(cid))
+    reply = consultations.reply(cid, str(value["v"]), consultations.lang(cid), channel=here)
     return cards.reply_card(reply, consultations.kb, cid)
 
 

@@ -132,8 +132,8 @@ def _on_card_action(data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
     if why_not is not None:
         return _toast("warning", kb.text(why_not, lang))
     shown = str(value.get("label") or value.get("v"))
-    answered = cards.reply_card(conversation.asked(cid), kb, cid, answered=shown)
-    _later(lambda: conversation.answer(value), context.open_message_id or "", header.event_id if header else "",
+    answered = cards.reply_card(conversation.asked(cid, here), kb, cid, answered=shown)
+    _later(lambda: conversation.answer(value, here), context.open_message_id or "", header.event_id if header else "",
            lang)
     return _toast("success", kb.text("lark.answered", lang, answer=shown), card=answered)
 

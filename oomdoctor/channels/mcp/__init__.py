@@ -9,7 +9,9 @@ knowledge base's scenarios as resources.
 """
 from __future__ import annotations
 
-CHANNEL = "mcp"
+# The tools are the API's, behind the same token: a consultation started over REST continues over MCP
+# and the other way round (a consultation belongs to the channel that started it, see service.py).
+CHANNEL = "api"
 
 
 def message_limit(settings: dict) -> int:

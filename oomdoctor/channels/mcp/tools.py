@@ -115,7 +115,7 @@ class Tools:
                 cid, reply = service.start(message, channel=CHANNEL, lang=args.get("lang"))
             else:
                 try:
-                    reply = service.reply(cid, message, args.get("lang"))
+                    reply = service.reply(cid, message, args.get("lang"), channel=CHANNEL)
                 except NotFound:
                     raise ToolError(f"no consultation {cid}: it was deleted or has expired; call consult without "
                                     "consultation_id to start a new one") from None

@@ -15,7 +15,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from ...language import LANGUAGES
 from ...render import svg
 from ...render.text import change_text
-from ...service import NotFound
+from ...service import NotFound, OutOfTime
 from ...templating import show
 from ...web import input as check
 from ...web.context import service
@@ -105,10 +105,19 @@ def _context(lang: str, **extra: Any) -> dict[str, Any]:
 
 
 def _conversation(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str]:
-    try:
-        record = service().record(cid)
-    except NotFound:
+    """The page's context for a consultation the page started; abort(404) for any other id."""
+    found = _found(cid, lang, **extra)
+    if found is None:
         abort(404)
+    return found
+
+
+def _found(cid: str, lang: str | None = None, **extra: Any) -> tuple[dict[str, Any], str] | None:
+    """`_conversation` for the error handlers, which must not abort inside themselves: None when not found."""
+    try:
+        record = service().record(cid, channel=CHANNEL)
+    except NotFound:
+        return None
     lang = lang or _lang(record["lang"] or None)
     # Only turns with a question or a report (Slack's `/oom lang` stores a setting, not a reply).
     messages = [m for m in record["messages"] if m["reply"].get("status") in REPLY_STATUSES]
@@ -172,7 +181,7 @@ def answer(cid: str):
     lang = _lang()
     try:
         message = _checked(_answer_text(lang))
-        service().reply(cid, message, lang)
+        service().reply(cid, message, lang, channel=CHANNEL)
     except PageError as exc:
         ctx, _ = _conversation(cid, lang)
         return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})
@@ -194,9 +203,23 @@ def not_found(_exc):
 def too_large(_exc):
     # The body was refused unread, so the text cannot be put back; with JavaScript it never left the page.
     lang = _lang()
-    exc = PageError("error.too_large", 413, size=request.content_length or 0,
-                    limit=check.message_limit("page"))
+    if check.too_many_parts():
+        exc = PageError("error.form_parts", 400, limit=current_app.config["MAX_FORM_PARTS"])
+    else:
+        exc = PageError("error.too_large", 413, size=check.body_size() or 0, limit=check.message_limit("page"))
     return _refused(exc, "index.html", _context(lang, text=""))
+
+
+@bp.errorhandler(OutOfTime)
+def too_slow(exc: OutOfTime):
+    # Nothing was stored (the turn stopped before it was); the text goes back into the box.
+    lang = _lang()
+    refusal = PageError("error.too_slow", 422, seconds=f"{exc.seconds:g}")
+    cid = request.view_args.get("cid") if request.view_args else None
+    found = _found(cid, lang) if cid else None
+    if found is not None:
+        return _refused(refusal, "consultation.html", {**found[0], "text": request.form.get("message", "")})
+    return _refused(refusal, "index.html", _context(lang, text=request.form.get("message", "")))
 
 
 @bp.errorhandler(CSRFError)
@@ -205,7 +228,7 @@ def expired(_exc):
     lang = _lang()
     exc = PageError("ui.error_expired", 400)
     cid = request.view_args.get("cid") if request.view_args else None
-    if cid:
-        ctx, _ = _conversation(cid, lang)
-        return _refused(exc, "consultation.html", {**ctx, "text": request.form.get("message", "")})
+    found = _found(cid, lang) if cid else None
+    if found is not None:
+        return _refused(exc, "consultation.html", {**found[0], "text": request.form.get("message", "")})
     return _refused(exc, "index.html", _context(lang, text=request.form.get("message", "")))

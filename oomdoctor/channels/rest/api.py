@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flask import jsonify, request
 
-from ...redaction import redact_json
+from ...redaction import echo, redact_json
 from ...render import markdown
 from ...service import EstimateInputError, NotFound
 from ...web import input as check
@@ -22,7 +22,8 @@ def _message() -> tuple[str, str | None]:
     body = check.json_body(request)
     unknown = set(body) - {"message", "lang"}
     if unknown:
-        raise BadInput(f"unknown field(s) {sorted(unknown)}; expected 'message' and optional 'lang'")
+        named = ", ".join(sorted(echo(name) for name in unknown)[:8])
+        raise BadInput(f"unknown field(s) {named}; expected 'message' and optional 'lang'")
     text = check.message_text(body.get("message"), check.message_limit("api"))
     return text, check.language(body.get("lang"))
 
@@ -76,7 +77,7 @@ def add_message(cid: str):
     limit = _markdown_limit()
     text, lang = _message()
     try:
-        reply = service().reply(cid, text, lang)
+        reply = service().reply(cid, text, lang, channel=CHANNEL)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(id=cid, reply=_in_format(reply, limit))
@@ -85,7 +86,7 @@ def add_message(cid: str):
 @bp.get("/api/v1/consultations/<cid>")
 def get_consultation(cid: str):
     try:
-        record = service().record(cid)
+        record = service().record(cid, channel=CHANNEL)
     except NotFound:
         raise BadInput("no consultation with that id", 404) from None
     return jsonify(
@@ -98,7 +99,7 @@ def get_consultation(cid: str):
 
 @bp.delete("/api/v1/consultations/<cid>")
 def delete_consultation(cid: str):
-    if not service().delete(cid):
+    if not service().delete(cid, channel=CHANNEL):
         raise BadInput("no consultation with that id", 404)
     return "", 204
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import functools
 
-from ...named_inputs import INPUTS
+from ...knowledge import default as knowledge
+from ...named_inputs import INPUTS, ranges
 from ...render import markdown
 
 _MESSAGE = {
@@ -48,6 +49,26 @@ _FORMAT = [
 ]
 
 
+_KINDS = {"integer": {"type": "integer"}, "number": {"type": "number"}, "boolean": {"type": "boolean"},
+          "string": {"type": "string"}}
+
+
+def _estimate_input(key: str) -> dict:
+    """One named input's schema: its fact's type, its values or its range (named_inputs.ranges)."""
+    spec = knowledge().facts[INPUTS[key]]
+    if key == "config":
+        return {"description": "a config.json, as an object or as JSON text",
+                "oneOf": [{"type": "string"}, {"type": "object"}]}
+    if key in ("model", "gpu"):
+        return {"type": "string", "description": "a catalog name"}
+    if spec.values:
+        return {"enum": list(spec.values)}
+    if spec.type == "list":
+        return {"oneOf": [{"type": "array", "items": {"type": "string"}},
+                          {"type": "string", "description": "comma-separated"}]}
+    return {**_KINDS.get(spec.type, {}), **ranges(key)}
+
+
 def _errors(*codes: int) -> dict:
     return {str(c): {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}} for c in codes}
 
@@ -60,7 +81,7 @@ def _json(schema_ref: str, description: str = "ok") -> dict:
 def document() -> dict:
     message_body = {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}}}
     cid = [{"name": "cid", "in": "path", "required": True, "schema": {"type": "string"}}]
-    estimate_props = {name: {} for name in INPUTS}
+    estimate_props = {name: _estimate_input(name) for name in INPUTS}
     estimate_props["lang"] = {"type": "string", "enum": ["en", "zh"]}
     return {
         "openapi": "3.0.3",
@@ -69,17 +90,17 @@ def document() -> dict:
         "paths": {
             "/healthz": {"get": {"responses": {"200": {"description": "ok"}}}},
             "/api/v1/consultations": {"post": {"parameters": _FORMAT, "requestBody": message_body,
-                                                "responses": {"201": _json("Consultation", "created"), **_errors(400, 413, 415)}}},
+                                                "responses": {"201": _json("Consultation", "created"), **_errors(400, 413, 415, 422)}}},
             "/api/v1/consultations/{cid}": {
                 "get": {"parameters": cid, "responses": {"200": {"description": "transcript and state"}, **_errors(404)}},
                 "delete": {"parameters": cid, "responses": {"204": {"description": "deleted"}, **_errors(404)}},
             },
             "/api/v1/consultations/{cid}/messages": {"post": {"parameters": cid + _FORMAT, "requestBody": message_body,
-                                                              "responses": {"200": _json("Consultation"), **_errors(400, 404, 413, 415)}}},
-            "/api/v1/diagnose": {"post": {"parameters": _FORMAT, "requestBody": message_body, "responses": {"200": _json("Reply"), **_errors(400, 413, 415)}}},
+                                                              "responses": {"200": _json("Consultation"), **_errors(400, 404, 413, 415, 422)}}},
+            "/api/v1/diagnose": {"post": {"parameters": _FORMAT, "requestBody": message_body, "responses": {"200": _json("Reply"), **_errors(400, 413, 415, 422)}}},
             "/api/v1/estimate": {"post": {"parameters": _FORMAT, "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "properties": estimate_props}}}},
-                "responses": {"200": {"description": "estimate"}, **_errors(400, 415)}}},
+                "type": "object", "additionalProperties": False, "properties": estimate_props}}}},
+                "responses": {"200": {"description": "estimate"}, **_errors(400, 413, 415)}}},
         },
         "components": {"schemas": {
             "Message": _MESSAGE,

@@ -37,13 +37,20 @@ def say(key: str, lang: str, **values: Any) -> dict:
     return blocks.notice(blocks.escape(t(key, lang, **values)))
 
 
-def take_turn(cid: str, text: str, note: str | None = None, request_id: str | None = None) -> dict:
+def take_turn(cid: str, here: str, text: str, note: str | None = None, request_id: str | None = None) -> dict:
     """One consultation turn in the stored language; the reply as a Slack message.
 
     With a request id (the outbox entry's) a turn that was stored already is not stored again."""
     consultations = service()
-    reply = consultations.reply(cid, text, consultations.lang(cid), request_id=request_id)
+    reply = consultations.reply(cid, text, consultations.lang(cid), channel=here, request_id=request_id)
     return blocks.render(reply, consultations.kb, cid, note=note)
+
+
+def start(here: str, who: str, text: str, lang: str | None, request_id: str | None = None) -> dict:
+    """A new consultation and its first turn, as one unit; the reply as a Slack message."""
+    consultations = service()
+    cid, reply = consultations.start(text, channel=here, owner=who, lang=lang, request_id=request_id)
+    return blocks.render(reply, consultations.kb, cid)
 
 
 def _failed(args: dict) -> dict:
@@ -52,7 +59,16 @@ def _failed(args: dict) -> dict:
 
 @responder.job("slack:turn", failed=_failed)
 def _turn_job(args: dict, request_id: str) -> dict:
-    return take_turn(args["cid"], args["text"], request_id=request_id)
+    cid = args.get("cid")
+    if cid is None:
+        # A first message whose worker died after the consultation was made: another worker redoes the
+        # job, and the consultation that holds this request's turn is the owner's latest here.
+        latest = service().find(args["who"], args["here"])
+        if latest is not None and service().answered(latest, request_id):
+            cid = latest
+    if cid is None:
+        return start(args["here"], args["who"], args["text"], args.get("carried"), request_id=request_id)
+    return take_turn(cid, args["here"], args["text"], request_id=request_id)
 
 
 @bp.post("/commands")
@@ -76,13 +92,16 @@ def command():
         if cid is None:
             consultations.open(channel=here, owner=who, lang=choice)
         else:
-            consultations.set_lang(cid, choice, said=text)
+            consultations.set_lang(cid, choice, said=text, channel=here)
         return jsonify(say("slack.lang_set", choice))
     if first == "new":
-        cid = consultations.open(channel=here, owner=who, lang=consultations.lang(cid))
         if not rest.strip():
+            consultations.open(channel=here, owner=who, lang=consultations.lang(cid))
             return jsonify(say("slack.new", lang))
-        text = rest
+        # The new consultation is made with its first turn (the language carried over).
+        cid, text, carried = None, rest, consultations.lang(cid)
+    else:
+        carried = None
 
     try:
         message = check.message_text(text, check.message_limit("slack"))
@@ -91,7 +110,5 @@ def command():
             return jsonify(say("error.too_large", lang, size=len(text.encode("utf-8")),
                                limit=check.message_limit("slack")))
         return jsonify(say("error.binary", lang))
-    if cid is None:
-        cid = consultations.open(channel=here, owner=who)
-    return jsonify(responder.in_time("slack:turn", {"cid": cid, "text": message, "lang": lang},
-                                     form.get("response_url", ""), ack=say("slack.working", lang)))
+    args = {"cid": cid, "here": here, "who": who, "text": message, "lang": lang, "carried": carried}
+    return jsonify(responder.in_time("slack:turn", args, form.get("response_url", ""), ack=say("slack.working", lang)))
