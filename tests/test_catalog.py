@@ -152,14 +152,17 @@ def test_moe_linear_layers():
     by_kind = {}
     for l in mix.linear_layers():
         by_kind.setdefault(l.kind, []).append(l)
-    assert {l.name for l in by_kind["expert"]} == {"w1", "w2", "w3"}
+    # transformers 5: each MoE layer stores its experts as two 3-D parameters (E, 2I, h) and (E, h, I)
+    experts = {l.name: l for l in by_kind["expert"]}
+    assert set(experts) == {"experts.gate_up_proj", "experts.down_proj"}
+    assert experts["experts.gate_up_proj"].d_out == 2 * 14336 and experts["experts.down_proj"].d_in == 14336
     assert all(l.count == 32 * 8 for l in by_kind["expert"])
     assert by_kind["router"][0].name == "gate" and by_kind["router"][0].d_out == 8
     assert "mlp" not in by_kind
     ds = MODELS["deepseek-v2-lite"]
     names = {(l.name, l.kind): l for l in ds.linear_layers()}
     assert names[("gate_proj", "mlp")].count == 1 and names[("gate_proj", "mlp")].d_out == 10944
-    assert names[("gate_proj", "expert")].count == 26 * 64
+    assert names[("experts.gate_up_proj", "expert")].count == 26 * 64
     assert names[("gate_proj", "shared_expert")].d_out == 2 * 1408
     assert names[("kv_a_proj_with_mqa", "attn")].d_out == 512 + 64
     assert names[("kv_b_proj", "attn")].d_out == 16 * (128 + 128)
@@ -358,8 +361,8 @@ def test_hf_config_round_trip(model_id):
 
 
 def test_from_hf_config_errors():
-    with pytest.raises(UnsupportedModelType, match="t5.*supported: .*llama"):
-        ModelShape.from_hf_config({"model_type": "t5", "d_model": 512})
+    with pytest.raises(UnsupportedModelType, match="whisper.*supported: .*llama"):
+        ModelShape.from_hf_config({"model_type": "whisper", "d_model": 512})
     with pytest.raises(ShapeError, match="model_type"):
         ModelShape.from_hf_config({"hidden_size": 4096})
     broken = dict(LLAMA3_8B_CONFIG)

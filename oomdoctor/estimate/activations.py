@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 
 from . import anatomy
 from .dtypes import FLOAT_BYTES, GIB
+from .experts import Wrapped, line as wrapped_line, wrapped
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
 
@@ -101,6 +102,7 @@ class Context:
     weights_fp32: bool
     router_trainable: bool
     first_input_grad: bool = True   # the first trained layer's input needs a gradient
+    wrapped: Wrapped = Wrapped()    # LoRA on fused expert weights (peft ParamWrapper; see ``experts``)
 
     @property
     def full_layers(self) -> bool:
@@ -147,13 +149,15 @@ def context(setup: Setup) -> Context:
         attention=setup.attention, expand_kv=grouped and (setup.attention == "eager" or sdpa_padded),
         padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
-        router_trainable=router_trainable, first_input_grad=first_input_grad,
+        router_trainable=router_trainable, first_input_grad=first_input_grad, wrapped=wrapped(setup),
     )
 
 
 def _consumers(ctx: Context, role: str, expert: bool) -> list[tuple[str, bool, bool, float]]:
     """(name, weight trains, carries LoRA, instances per layer per token-copy) reading one tensor."""
-    return [(b.name, ctx.full_layers, b.name in ctx.targets, 1.0)
+    # A ParamWrapper makes the expert (or router) weight itself need a gradient: its input is kept as if it trained.
+    wrapped = (expert and ctx.wrapped.experts) or (role == anatomy.ROUTER and ctx.wrapped.router)
+    return [(b.name, ctx.full_layers or wrapped, b.name in ctx.targets, 1.0)
             for b in ctx.blocks if b.role == role and b.expert == expert]
 
 
@@ -400,6 +404,11 @@ def activations(setup: Setup, rows: int) -> Activations:
                      f"({summary}) + {model_b:,.0f} B/token outside the layers"
                      + (f" - {first:,.0f} B/token the first layer does not keep (its input needs no gradient)"
                         if first else ""))
+    merged = ctx.wrapped.merged_bytes
+    if merged:
+        kept += merged * (0 if setup.grad_checkpointing else frac * d.moe_layers)
+        recompute += merged if setup.grad_checkpointing else 0.0
+        lines.append(wrapped_line(ctx.wrapped, d.moe_layers, setup.grad_checkpointing))
     if per_pos:
         lines.append(f"activations: eager attention keeps the s² probabilities (fp32 softmax output"
                      f"{', its half copy' if ctx.p < 4 else ''}{', the soft-cap tanh' if d.attn_softcap else ''}), "
@@ -409,7 +418,7 @@ def activations(setup: Setup, rows: int) -> Activations:
     transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
-    working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd))
+    working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
     if setup.quantized:
         # bitsandbytes multiplies by a dequantised copy of the whole weight (MatMul4Bit.forward and .backward:
         # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.

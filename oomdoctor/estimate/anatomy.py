@@ -22,10 +22,10 @@ from typing import Any, Iterable
 ATTN_IN, ATTN_OUT, MLP_IN, MLP_OUT, ROUTER = "attn_in", "attn_out", "mlp_in", "mlp_out", "router"
 
 # HF module names of projections that read the attention output / the MLP's inner product.
-ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj"}
-MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2"}
+ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj", "o"}
+MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2", "experts.down_proj", "wo"}
 ATTN_NAMES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn",
-              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"} | ATTN_OUT_NAMES
+              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "q", "k", "v"} | ATTN_OUT_NAMES
 EXPERT_KINDS = {"expert"}
 
 
@@ -131,9 +131,19 @@ def total_params(shape: Any) -> int:
     return int(shape.param_count())
 
 
+def quantized_blocks(shape: Any) -> list[Block]:
+    """The linear layers bitsandbytes quantises: ``nn.Linear`` modules only (transformers'
+    ``replace_with_bnb_linear``), so not the routed experts transformers 5 keeps in 3-D parameters,
+    nor a router that is a custom module."""
+    from .adapters import module_names
+    modules = set(module_names(shape))
+    fused = getattr(shape, "experts_fused", True)
+    return [b for b in blocks(shape) if (not b.expert or not fused) and b.name in modules]
+
+
 def linear_weights(shape: Any) -> int:
-    """Weights of every linear layer but lm_head: what bitsandbytes quantises."""
-    return sum(b.weights for b in blocks(shape))
+    """Weights of the linear layers bitsandbytes quantises (lm_head, experts and custom routers excluded)."""
+    return sum(b.weights for b in quantized_blocks(shape))
 
 
 def layer_params(shape: Any) -> int:
@@ -149,20 +159,15 @@ def root_params(shape: Any) -> int:
 
 
 def all_linear_names(shape: Any) -> list[str]:
-    """What peft's ``target_modules="all-linear"`` selects: every linear but the output layer."""
-    names: list[str] = []
-    for b in blocks(shape):
-        if b.name not in names:
-            names.append(b.name)
-    return names
+    """What peft's ``target_modules="all-linear"`` selects: every nn.Linear but the output layer
+    (transformers 5 keeps routed experts in 3-D parameters, and most routers are not nn.Linear)."""
+    from .adapters import module_names
+    return module_names(shape)
 
 
 def resolve_targets(shape: Any, targets: Iterable[str]) -> tuple[set[str], list[str]]:
-    """LoRA target names present in the model, and the requested ones it lacks."""
-    targets = list(targets)
-    known = all_linear_names(shape)
-    if any(t == "all-linear" for t in targets):
-        return set(known), []
-    # peft matches a target as the final component of a module's dotted name.
-    wanted = {t.split(".")[-1] for t in targets}
-    return wanted & set(known), sorted(wanted - set(known))
+    """The nn.Linear names that get a LoRA adapter, and the requested names the model lacks
+    (peft matches a target as the final component of a module's dotted name; see ``adapters``)."""
+    from .adapters import place
+    p = place(shape, targets, 1)
+    return set(p.modules), list(p.missing)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
+from .adapters import Placement, place
 from .dtypes import FLOAT_BYTES
 from .setup import Setup
 
@@ -118,6 +119,11 @@ def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int,
     return shapes, unknown
 
 
+def adapters_for(setup: Setup) -> Placement:
+    """The LoRA adapters peft builds for this set-up (see ``adapters``)."""
+    return place(setup.model, setup.lora_targets, setup.lora_rank)
+
+
 def trainable(setup: Setup) -> Trainable:
     shape = setup.model
     d = anatomy.dims(shape)
@@ -133,17 +139,27 @@ def trainable(setup: Setup) -> Trainable:
         line = (f"trainable: the last {n} of {d.layers} layers = {group.params:,} parameters "
                 f"(LLaMA-Factory freeze tuning), {dt} B each")
         return Trainable((group,), (line,))
-    targets, missing = anatomy.resolve_targets(shape, setup.lora_targets)
     r = setup.lora_rank
     ab = adapter_bytes(setup)
+    placed = adapters_for(setup)
+    missing = list(placed.missing)
     shapes, parts = [], []
-    for b in anatomy.blocks(shape):
-        if b.name in targets:
-            shapes += [(r, b.d_in, b.count), (b.d_out, r, b.count)]
-            parts.append(f"{b.name} {r}·({b.d_in}+{b.d_out})×{b.count}")
+    for a in placed.adapters:
+        shapes += [(a.rank * a.experts, a.d_in, a.count), (a.d_out, a.rank * a.experts, a.count)]
+        how = f"{a.rank}·{a.experts}·" if a.experts > 1 else f"{a.rank}·"
+        parts.append(f"{a.name} {how}({a.d_in}+{a.d_out})×{a.count}")
     adapters = Tensors("LoRA adapters", ab, tuple(shapes))
-    lines = [f"trainable: LoRA r={r} on {', '.join(sorted(targets)) or 'no module'}: "
+    on = sorted(a.name for a in placed.adapters)
+    lines = [f"trainable: LoRA r={r} on {', '.join(on) or 'no module'}: "
              f"r·(d_in+d_out) per layer = {' + '.join(parts) or '0'} = {adapters.params:,} parameters, {ab} B each"]
+    if placed.experts_wrapped:
+        lines.append("trainable: transformers 5 stores each MoE layer's experts as two 3-D parameters; peft wraps them "
+                     "(lora.ParamWrapper) with rank×experts adapters, the fused gate_up_proj at rank 2r")
+    if placed.untouched:
+        lines.append(f"trainable: peft's MoE rewrite turns {', '.join(placed.untouched)} into expert parameters, so "
+                     f"the dense MLP and shared-expert modules of those names get no adapter")
+    if placed.conflict:
+        lines.append(f"trainable: {placed.conflict} (peft raises a ValueError)")
     groups = [adapters]
     copies = 0
     copies_bytes = 0.0

@@ -24,7 +24,7 @@ class Weights:
 
 def quantized_bytes(setup: Setup) -> tuple[float, int, str]:
     """Bytes of bitsandbytes-quantised linear weights (lm_head excluded, as bnb skips it)."""
-    blocks = anatomy.blocks(setup.model)
+    blocks = anatomy.quantized_blocks(setup.model)
     n = sum(b.weights for b in blocks)
     if setup.load_dtype == "int8":
         total = sum(b.weights * (1 + 4 / b.d_in) for b in blocks)
@@ -56,8 +56,12 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
         qb, n, how = quantized_bytes(setup)
         rest = total - n
         base = qb + rest * fb
+        experts = sum(b.weights for b in anatomy.blocks(shape) if b.expert)
         lines.append(f"weights: {how} = {qb / GIB:.2f} GiB; embeddings, norms, biases and lm_head "
                      f"{count(rest)} params × {fb} B = {rest * fb / GIB:.2f} GiB")
+        if experts:
+            lines.append(f"weights: bitsandbytes quantises nn.Linear modules only; transformers 5 keeps the routed "
+                         f"experts in 3-D parameters, so their {count(experts)} weights stay at {fb} B")
     else:
         base = total * fb
         lines.append(f"weights: {count(total)} frozen params × {fb} B ({_name(setup, fb)}) = {base / GIB:.2f} GiB")

@@ -1,0 +1,59 @@
+"""What LoRA on fused expert weights keeps alive (peft ``lora.ParamWrapper`` on transformers 5 MoE).
+
+A ParamWrapper does not run an adapter beside the expert matmuls.  For the
+whole forward of the experts module it registers a parametrization whose value
+is ``W + scaling·B·A`` for the entire (E, d_out, d_in) stack, computed once
+(``torch.baddbmm`` under ``nn.utils.parametrize.cached()``, in the weight's
+dtype).  Each expert's ``F.linear`` reads a slice of that merged tensor, which
+needs a gradient (through A and B), so autograd keeps the slice, and with it the
+whole merged stack, until the layer's backward; and it keeps each expert's input
+for the merged weight's gradient, as if the expert weights trained.  In backward
+the gradient of the merged stack is materialised whole, one parameter at a time,
+before it is reduced to A's and B's.  A router targeted as ``gate.weight`` is a
+2-D ParamWrapper: a merged (E, h) copy, and the router keeps its input.
+
+Measured on CPU (``bench/accuracy/measure_grid.py``, Mixtral cells with
+``all-linear``): the merged stacks are what separates that cell from the
+attention-only one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .setup import Setup
+from .trainable import adapters_for, base_float_bytes
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    experts: bool = False           # the routed experts carry ParamWrapper adapters
+    router: bool = False            # so does the router's weight
+    merged_bytes: float = 0.0       # the merged copies one MoE layer keeps for backward
+    largest_grad: float = 0.0       # the largest merged stack's gradient, materialised in backward
+
+    @property
+    def any(self) -> bool:
+        return self.experts or self.router
+
+
+def wrapped(setup: Setup) -> Wrapped:
+    """The ParamWrapper adapters of a LoRA set-up on an MoE model, and the bytes they keep per layer."""
+    if not setup.adapters or not getattr(setup.model, "experts", 0):
+        return Wrapped()
+    placed = adapters_for(setup)
+    if not any(a.kind == "parameter" for a in placed.adapters):
+        return Wrapped()
+    wb = base_float_bytes(setup) if not setup.quantized else 2
+    sizes = [a.experts * a.d_in * a.d_out * wb for a in placed.adapters if a.kind == "parameter"]
+    return Wrapped(
+        experts=placed.experts_wrapped,
+        router=any(a.name == "gate.weight" for a in placed.adapters),
+        merged_bytes=float(sum(sizes)), largest_grad=float(max(sizes)),
+    )
+
+
+def line(w: Wrapped, layers: int, checkpointing: bool) -> str:
+    held = "one recomputed layer" if checkpointing else f"{layers} MoE layers"
+    return (f"activations: LoRA on the fused expert weights merges W + B·A for the whole expert stack (peft "
+            f"ParamWrapper) and the expert matmuls keep it for backward: {w.merged_bytes / 2**20:,.1f} MiB a layer, "
+            f"{held}; its gradient ({w.largest_grad / 2**20:,.1f} MiB for the largest stack) exists in backward")
