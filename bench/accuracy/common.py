@@ -45,12 +45,25 @@ FAMILIES: dict[str, ModelShape] = {
     "mixtral": ModelShape(id="tiny-mixtral", model_type="mixtral", layers=2, hidden=256, heads=8, kv_heads=2,
                           head_dim=32, intermediate=448, vocab=2048, experts=4, experts_active=2,
                           expert_naming="w123", max_position=4096),
+    # Qwen3-30B-A3B: h 2048, 32 / 4 heads of 128 (q_dim != h), QK-norm, 128 experts of 768, 8 active, no shared
+    # expert; here the first layer keeps a dense MLP (mlp_only_layers) so both kinds of layer are measured.
+    "qwen3_moe": ModelShape(id="tiny-qwen3-moe", model_type="qwen3_moe", layers=2, hidden=256, heads=8, kv_heads=2,
+                            head_dim=32, intermediate=512, vocab=2048, qk_norm=True, experts=4, experts_active=2,
+                            moe_intermediate=128, dense_layers=(0,), max_position=4096),
+    # DeepSeek-V3 / Kimi K2: multi-head latent attention (q_lora_rank 1536, kv_lora_rank 512, 128 + 64 query/key
+    # head, 128 value head), first layers dense, 256 routed experts of 2048 with 8 active plus one shared expert.
+    "deepseek_v3": ModelShape(id="tiny-deepseek-v3", model_type="deepseek_v3", layout="mla", layers=2, hidden=256,
+                              heads=8, kv_heads=8, head_dim=48, intermediate=512, vocab=2048, experts=4,
+                              experts_active=2, moe_intermediate=128, shared_expert_intermediate=128,
+                              dense_layers=(0,), q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=32,
+                              qk_rope_head_dim=16, v_head_dim=32, max_position=4096),
 }
 
 # Keys transformers needs beyond ModelShape.to_hf_config() for a tiny random model.
 CONFIG_EXTRAS: dict[str, dict[str, Any]] = {
     "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     "gemma2": {"pad_token_id": 0, "query_pre_attn_scalar": 64},
+    "deepseek_v3": {"n_group": 1, "topk_group": 1},
 }
 
 
@@ -92,7 +105,9 @@ class Cell:
         if self.optimizer != "adamw":
             parts.append(self.optimizer)
         if self.method == "lora":
-            parts.append(f"r{self.lora_rank}" + ("all" if self.lora_targets == ("all-linear",) else "qv")
+            which = "all" if self.lora_targets == ("all-linear",) else (
+                "qv" if self.lora_targets in (("q_proj", "v_proj"), ("qkv_proj",)) else "attn")
+            parts.append(f"r{self.lora_rank}" + which
                          + (f"d{self.lora_dropout:g}" if self.lora_dropout else ""))
         return "/".join(parts)
 

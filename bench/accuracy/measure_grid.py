@@ -114,9 +114,32 @@ def grid(quick: bool = False) -> list[Cell]:
         for attention in ("eager", "sdpa"):
             cells.append(Cell("llama", "full", batch=b, seq=s, attention=attention))
             cells.append(Cell("llama", "lora", batch=b, seq=s, attention=attention, padded=b > 1))
+    cells += moe_cells()
     if quick:
         cells = cells[::7]
     return cells
+
+
+def moe_cells() -> list[Cell]:
+    """Mixture of experts as transformers 5 builds it: LoRA on all linear layers (peft wraps the fused expert
+    parameters) and on attention only, and full fine-tuning.  peft refuses dropout on expert parameters, so none.
+    DeepSeek runs eager attention: CPU's SDPA has no fused kernel for a value head narrower than the query head and
+    falls back to the unfused math, which is not what a GPU runs."""
+    every = ("all-linear",)
+    return [
+        Cell("mixtral", "lora", batch=2, seq=64, lora_targets=every),
+        Cell("mixtral", "lora", batch=1, seq=128, grad_checkpointing=True, lora_targets=every),
+        Cell("mixtral", "lora", dtype="bf16", autocast=True, batch=2, seq=32, padded=True, lora_targets=every),
+        Cell("qwen3_moe", "lora", batch=2, seq=64, lora_targets=every),
+        Cell("qwen3_moe", "lora", batch=2, seq=64, padded=True, lora_targets=("q_proj", "k_proj", "v_proj", "o_proj")),
+        Cell("qwen3_moe", "full", batch=2, seq=64),
+        Cell("qwen3_moe", "lora", dtype="bf16", autocast=True, batch=2, seq=32, padded=True, lora_targets=every),
+        Cell("deepseek_v3", "lora", batch=2, seq=64, attention="eager", lora_targets=every),
+        Cell("deepseek_v3", "lora", batch=2, seq=64, attention="eager",
+             lora_targets=("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")),
+        Cell("deepseek_v3", "full", batch=2, seq=64, attention="eager"),
+        Cell("deepseek_v3", "full", batch=1, seq=128, attention="eager", grad_checkpointing=True),
+    ]
 
 
 # ---------------------------------------------------------------------- the measurement (torch from here on)

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import anatomy
+from . import anatomy, mla
 from .dtypes import FLOAT_BYTES, GIB
 from .experts import Wrapped, line as wrapped_line, wrapped
 from .setup import Setup
@@ -245,8 +245,14 @@ def attention_items(ctx: Context) -> list[Item]:
     items = _norm(ctx, "input norm", d.hidden)
     items += input_saves(ctx, "attention", "input norm output", d.hidden, ctx.pr,
                          _consumers(ctx, anatomy.ATTN_IN, False))
+    if d.mla:
+        return mla.attention_items(ctx, items, _norm, input_saves, _consumers)
     if d.qk_norm:
         items.append(("norms", "q/k norms: inputs upcast to fp32", 4 * (d.q_dim + d.kv_dim)))
+        items.append(("norms", "q/k norms: rsqrt, one per head", 4 * (d.heads + d.kv_heads)))
+        if ctx.full_layers:
+            kept = 4 if d.gemma_norm else ctx.pr
+            items.append(("norms", "q/k norms: normalised inputs for the weights' gradient", kept * (d.q_dim + d.kv_dim)))
     kv_width = d.q_dim if ctx.expand_kv else d.kv_dim
     items.append(("attention", "rotated query", p * d.q_dim))
     items.append(("attention", "keys and values" + (" expanded by repeat_kv" if ctx.expand_kv else ""),
@@ -416,6 +422,8 @@ def activations(setup: Setup, rows: int) -> Activations:
     # Eager: the scores in the compute dtype are still referenced while softmax writes its output (and, with
     # soft-capping, the capped scores beside tanh's output).
     transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
+    if merged and setup.grad_checkpointing:
+        transient = max(transient, merged)    # each layer's forward merges its expert stacks again, then drops them
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
     working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
@@ -452,6 +460,11 @@ def activations(setup: Setup, rows: int) -> Activations:
         copies += ctx.p * adapter_w
         lines.append(f"weights: autocast's half copies of the fp32 LoRA adapters, saved for backward: "
                      f"{ctx.p} B × {adapter_w:,.0f}")
+    if ctx.wrapped.cast_bytes:
+        held_layers = 1 if setup.grad_checkpointing else frac * d.moe_layers
+        copies += ctx.wrapped.cast_bytes * held_layers
+        lines.append(f"weights: LoRA factors of the expert parameters cast to the weights' dtype, kept for backward: "
+                     f"{ctx.wrapped.cast_bytes:,.0f} B a layer")
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines))
 
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 ATTN_IN, ATTN_OUT, MLP_IN, MLP_OUT, ROUTER = "attn_in", "attn_out", "mlp_in", "mlp_out", "router"
+# Multi-head latent attention: the projections that read the compressed query and key-value latents.
+Q_LATENT, KV_LATENT = "q_latent", "kv_latent"
+LATENT_ROLES = {"q_b_proj": Q_LATENT, "kv_b_proj": KV_LATENT}
 
 # HF module names of projections that read the attention output / the MLP's inner product.
 ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj", "o"}
@@ -74,6 +77,15 @@ class Dims:
     attn_softcap: bool = False      # Gemma 2: tanh soft-capping of the attention scores (eager keeps tanh's output)
     logit_softcap: bool = False     # Gemma 2: tanh soft-capping of the final logits
     fused_qkv: bool = False         # one projection produces q, k and v (Phi-3 qkv_proj, ChatGLM, Baichuan W_pack)
+    # Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): 0 for every other attention
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
 
 # Gemma 2 configs set attn_logit_softcapping=50 and final_logit_softcapping=30 (transformers Gemma2Config
@@ -103,6 +115,9 @@ def dims(shape: Any) -> Dims:
         gemma_norm=model_type in GEMMA_NORM_TYPES, attn_softcap=model_type in SOFTCAP_TYPES,
         logit_softcap=model_type in SOFTCAP_TYPES,
         fused_qkv=any(lin.name in FUSED_QKV_NAMES for lin in shape.linear_layers()),
+        q_lora_rank=int(getattr(shape, "q_lora_rank", 0) or 0), kv_lora_rank=int(getattr(shape, "kv_lora_rank", 0) or 0),
+        qk_rope_head_dim=int(getattr(shape, "qk_rope_head_dim", 0) or 0),
+        v_head_dim=int(getattr(shape, "v_head_dim", 0) or 0),
     )
 
 
@@ -111,6 +126,8 @@ def _role(name: str, kind: str | None, d_in: int, hidden: int) -> str:
         return ROUTER
     attention = kind == "attn" if kind else name in ATTN_NAMES
     if attention:
+        if name in LATENT_ROLES:
+            return LATENT_ROLES[name]
         return ATTN_OUT if name in ATTN_OUT_NAMES else ATTN_IN
     if name in MLP_OUT_NAMES or d_in != hidden:
         return MLP_OUT

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .setup import Setup
-from .trainable import adapters_for, base_float_bytes
+from .trainable import adapter_bytes, adapters_for, base_float_bytes
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Wrapped:
     experts: bool = False           # the routed experts carry ParamWrapper adapters
     router: bool = False            # so does the router's weight
     merged_bytes: float = 0.0       # the merged copies one MoE layer keeps for backward
-    largest_grad: float = 0.0       # the largest merged stack's gradient, materialised in backward
+    largest_grad: float = 0.0       # what the merged stacks' gradients add at the worst moment of backward
+    cast_bytes: float = 0.0         # one layer's A and B cast to the weight's dtype (fp32 adapters, 16-bit weights)
 
     @property
     def any(self) -> bool:
@@ -44,11 +45,20 @@ def wrapped(setup: Setup) -> Wrapped:
     if not any(a.kind == "parameter" for a in placed.adapters):
         return Wrapped()
     wb = base_float_bytes(setup) if not setup.quantized else 2
-    sizes = [a.experts * a.d_in * a.d_out * wb for a in placed.adapters if a.kind == "parameter"]
+    wrapped_adapters = [a for a in placed.adapters if a.kind == "parameter"]
+    size = {a.name: a.experts * a.d_in * a.d_out * wb for a in wrapped_adapters}
+    # Backward reaches down_proj first: its merged gradient appears while gate_up's merged copy is still held;
+    # gate_up's gradient comes after down's merged copy has been freed.
+    down, gate_up = size.get("experts.down_proj", 0), size.get("experts.gate_up_proj", 0)
+    grad = max(down, gate_up - down, size.get("gate.weight", 0))
+    cast = 0.0
+    if adapter_bytes(setup) != wb:
+        # get_delta_factors casts A and B to the weight's dtype before baddbmm
+        cast = sum(a.params for a in wrapped_adapters) / max(1, wrapped_adapters[0].count) * wb
     return Wrapped(
         experts=placed.experts_wrapped,
-        router=any(a.name == "gate.weight" for a in placed.adapters),
-        merged_bytes=float(sum(sizes)), largest_grad=float(max(sizes)),
+        router="gate.weight" in size,
+        merged_bytes=float(sum(size.values())), largest_grad=float(grad), cast_bytes=float(cast),
     )
 
 
