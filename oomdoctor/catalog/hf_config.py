@@ -23,7 +23,7 @@ __all__ = ["from_hf_config", "to_hf_config", "READERS", "ALIASES", "MULTIMODAL_T
 ALIASES = {
     "yi": "llama", "Yi": "llama", "kimi_k2": "deepseek_v3", "RefinedWeb": "falcon", "RefinedWebModel": "falcon",
     "mistral3_text": "mistral", "qwen2_5_vl_text": "qwen2", "qwen2_vl_text": "qwen2", "qwen3_vl_text": "qwen3",
-    "qwen3_vl_moe_text": "qwen3_moe", "internlm": "llama", "internlm3": "llama", "llama4": "llama4_text",
+    "qwen3_vl_moe_text": "qwen3_moe",
 }
 
 # transformers' Gemma3TextConfig defaults (checked against transformers 5.24).
@@ -31,6 +31,13 @@ _GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
     "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
     "tie_word_embeddings": True,
+}
+
+
+# transformers' LlamaConfig defaults (transformers 5.24), for composite configs that lean on them.
+_LLAMA_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "max_position_embeddings": 2048,
 }
 
 
@@ -172,7 +179,10 @@ def _deepseek(cfg, kw):
     nope, rope = _int(cfg, "qk_nope_head_dim"), _int(cfg, "qk_rope_head_dim")
     kw.update(
         attention_bias=ab, o_bias=ab, mlp_bias=_bool(cfg, "mlp_bias", False),
-        q_lora_rank=_int(cfg, "q_lora_rank", default=0), kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        # a config that leaves q_lora_rank out gets DeepseekV2Config's/V3Config's 1536; null means none
+        q_lora_rank=(_int(cfg, "q_lora_rank") if cfg.get("q_lora_rank") is not None
+                     else 0 if "q_lora_rank" in cfg else 1536),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
         qk_nope_head_dim=nope, qk_rope_head_dim=rope, v_head_dim=_int(cfg, "v_head_dim"), head_dim=nope + rope,
     )
     _deepseek_moe(cfg, kw)
@@ -359,6 +369,9 @@ def _language_config(config: Mapping[str, Any], mt: str) -> tuple[Mapping[str, A
                 "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
     inner = str(text.get("model_type") or defaults[mt])
     merged = dict(text)
+    if mt == "llava" and inner == "llama":
+        # LLaVA-1.5 configs give only what differs from LlamaConfig's defaults
+        merged = {**_LLAMA_DEFAULTS, **{k: v for k, v in text.items() if v is not None}}
     if "tie_word_embeddings" in config and "tie_word_embeddings" not in text:
         merged["tie_word_embeddings"] = config["tie_word_embeddings"]
     return merged, inner

@@ -23,8 +23,6 @@ __all__ = [
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parents[2] / "knowledge"
 DEFAULT_MODELS_PATH = KNOWLEDGE_DIR / "models.yaml"
-CONFIGS_DIR_NAME = "model_configs"          # beside models.yaml: the config.json files entries point at
-MAX_CONFIG_BYTES = 1 << 20
 
 
 class CatalogError(ValueError):
@@ -77,8 +75,8 @@ MOE_KEYS: dict[str, type | tuple[type, ...]] = {
 MOE_REQUIRED = ("experts", "experts_active")
 # An entry generated from a real config.json (scripts/build_catalog.py): the shape is read from the file.
 CONFIG_ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
-    "id": str, "names": list, "hf_id": str, "config": str, "source": str,
-    "family": str, "size": str, "notes": str, "source_note": str,
+    "id": str, "names": list, "hf_id": str, "config": dict, "source": str,
+    "family": str, "size": str, "source_note": str,
 }
 CONFIG_ENTRY_REQUIRED = ("id", "names", "hf_id", "config", "source")
 # Inline shapes (typed by hand, for architectures whose config.json could not be found) are limited to the
@@ -123,36 +121,25 @@ def _check_keys(where: str, data: Mapping[str, Any], allowed: Mapping[str, Any],
             )
 
 
-def _read_config(path: str, where: str, name: str) -> Mapping[str, Any]:
-    import json
-
-    base = (Path(path).parent / CONFIGS_DIR_NAME).resolve()
-    file = (base / name).resolve()
-    if base not in file.parents or file.suffix != ".json":
-        raise CatalogError(f"{where}: config {name!r} must be a .json file under {CONFIGS_DIR_NAME}/")
-    try:
-        if file.stat().st_size > MAX_CONFIG_BYTES:
-            raise CatalogError(f"{where}: config {name!r} is larger than {MAX_CONFIG_BYTES} bytes")
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogError(f"{where}: config file {CONFIGS_DIR_NAME}/{name} not found") from None
-    except ValueError as exc:
-        raise CatalogError(f"{where}: config {name!r} is not valid JSON: {exc}") from None
-    if not isinstance(config, Mapping):
-        raise CatalogError(f"{where}: config {name!r} is not a JSON object")
-    return config
+_CONFIGS: dict[str, dict[str, Any]] = {}
 
 
-def _config_entry_to_shape(path: str, where: str, entry: Mapping[str, Any]) -> ModelShape:
+def catalog_config(model_id: str) -> dict[str, Any] | None:
+    """The config.json keys a generated catalog entry was built from (None for typed entries)."""
+    load_models()
+    return _CONFIGS.get(model_id)
+
+
+def _config_entry_to_shape(where: str, entry: Mapping[str, Any]) -> ModelShape:
     _check_keys(where, entry, CONFIG_ENTRY_KEYS, CONFIG_ENTRY_REQUIRED)
-    config = _read_config(path, where, entry["config"])
     try:
-        shape = ModelShape.from_hf_config(config, id=entry["id"])
+        shape = ModelShape.from_hf_config(entry["config"], id=entry["id"])
     except ShapeError as exc:
-        raise CatalogError(f"{where}: {entry['config']}: {exc}") from None
+        raise CatalogError(f"{where}: config: {exc}") from None
+    _CONFIGS[entry["id"]] = dict(entry["config"])
     return shape.replace(family=entry.get("family", ""), size=entry.get("size", ""), hf_id=entry["hf_id"],
-                         names=tuple(entry["names"]), source=entry["source"], notes=entry.get("notes", ""),
-                         source_config=entry["config"])
+                         names=tuple(entry["names"]), source=entry["source"], notes=entry.get("source_note", ""),
+                         source_config="config.json")
 
 
 def _entry_to_shape(path: str, idx: int, entry: Any) -> ModelShape:
@@ -166,7 +153,7 @@ def _entry_to_shape(path: str, idx: int, entry: Any) -> ModelShape:
     if isinstance(entry.get("source"), str) and not entry["source"].startswith("https://"):
         raise CatalogError(f"{where}: 'source' must be an https:// URL, got {entry['source']!r}")
     if "config" in entry:
-        return _config_entry_to_shape(path, where, entry)
+        return _config_entry_to_shape(where, entry)
     allowed = {**REQUIRED_KEYS, **OPTIONAL_KEYS}
     _check_keys(where, entry, allowed, REQUIRED_KEYS)
     names = entry["names"]
