@@ -331,6 +331,7 @@ def _t5(cfg, kw):
         tied_embeddings=True, mlp_gated=ff.startswith("gated-"),
         extra_params=2 * buckets * heads,     # relative position bias in the first encoder and decoder layer
         max_position=_int(cfg, "n_positions", default=512),
+        dropout=float(_opt(cfg, "dropout_rate", 0.1)),
     )
 
 

@@ -373,6 +373,9 @@ def activations(setup: Setup, rows: int) -> Activations:
     tuning the frozen layers below the trained ones keep nothing: no tensor
     there requires a gradient.
     """
+    if getattr(setup.model, "encoder_layers", 0):
+        from .encoder_decoder import activations as encoder_decoder_activations
+        return encoder_decoder_activations(setup, rows)
     ctx = context(setup)
     d, s = ctx.d, setup.seq_len
     T = rows * s
@@ -410,6 +413,12 @@ def activations(setup: Setup, rows: int) -> Activations:
                      f"({summary}) + {model_b:,.0f} B/token outside the layers"
                      + (f" - {first:,.0f} B/token the first layer does not keep (its input needs no gradient)"
                         if first else ""))
+    from .vision import tower_activations
+    tower = tower_activations(setup, rows)
+    if tower is not None:
+        kept += tower.kept
+        recompute = max(recompute, tower.recompute) if setup.grad_checkpointing else recompute
+        lines.append(tower.line)
     merged = ctx.wrapped.merged_bytes
     if merged:
         kept += merged * (0 if setup.grad_checkpointing else frac * d.moe_layers)

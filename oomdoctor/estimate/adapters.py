@@ -93,7 +93,9 @@ def pattern(shape: Any) -> str | None:
 
 
 def _linears(shape: Any) -> list[Any]:
-    return list(shape.linear_layers())
+    """The language model's linear layers, then a vision tower's (peft's all-linear reaches both)."""
+    vision = getattr(shape, "vision", None)
+    return list(shape.linear_layers()) + (list(vision.linears) if vision is not None else [])
 
 
 def module_names(shape: Any) -> list[str]:

@@ -25,10 +25,10 @@ Q_LATENT, KV_LATENT = "q_latent", "kv_latent"
 LATENT_ROLES = {"q_b_proj": Q_LATENT, "kv_b_proj": KV_LATENT}
 
 # HF module names of projections that read the attention output / the MLP's inner product.
-ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj", "o"}
+ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj", "o", "proj"}
 MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2", "experts.down_proj", "wo"}
 ATTN_NAMES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn",
-              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "q", "k", "v"} | ATTN_OUT_NAMES
+              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "q", "k", "v", "qkv"} | ATTN_OUT_NAMES
 EXPERT_KINDS = {"expert"}
 
 
@@ -92,7 +92,7 @@ class Dims:
 # defaults, kept by every released checkpoint); Gemma 3 dropped both for QK-norm.
 SOFTCAP_TYPES = {"gemma2"}
 GEMMA_NORM_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text"}
-FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn"}
+FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn", "qkv"}
 
 
 def dims(shape: Any) -> Dims:

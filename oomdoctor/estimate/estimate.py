@@ -112,7 +112,8 @@ def estimate(setup: Setup) -> Estimate:
     opt = optimizer_states(setup, tr)
     p, pr, _ = compute_dtypes(setup)
     acts = activations(setup, obj.rows)
-    tokens = obj.rows * setup.seq_len
+    # the logits cover the decoder's tokens: an encoder-decoder model's targets
+    tokens = obj.rows * ((setup.target_len or setup.seq_len) if getattr(shape, "encoder_layers", 0) else setup.seq_len)
     lg = logits(tokens, d.vocab, p, obj.lm_head, d.logit_softcap)
     k = obj.trained_models          # PPO trains a value model beside the policy
     base_copy = w.frozen if setup.adapters else w.total

@@ -12,7 +12,8 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_a
               "sgd", "sgd_momentum", "lion", "lion_8bit")
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams")
-OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens")
+OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
+                          "target_len", "images_per_sample", "image_size")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -72,6 +73,12 @@ class Setup:
     eval_generate: bool = False                 # predict_with_generate
     gen_new_tokens: int | None = None
     gen_beams: int = 1
+    # Encoder-decoder models (T5): tokens per target sequence; None reads as seq_len (an assumption stated).
+    target_len: int | None = None
+    # Vision-language models: images per training example, their side in pixels (square), a frozen tower.
+    images_per_sample: int | None = None
+    image_size: int | None = None
+    freeze_vision: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),

@@ -96,6 +96,16 @@ def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) ->
         if shape.lm_head_params():
             out.append((d.vocab, d.hidden, 1))
         out.append((shape.norm_params(), 0, 1))
+        # everything else the model holds: position tables, attention sinks, relative position biases, a vision
+        # tower (its linears and the rest), narrower embeddings' corrections
+        rest = anatomy.total_params(shape) - sum(r * (c or 1) * n for r, c, n in out)
+        vision = getattr(shape, "vision", None)
+        if vision is not None:
+            for lin in vision.linears:
+                out.append((lin.d_out, lin.d_in, lin.count))
+                rest -= lin.d_out * lin.d_in * lin.count
+        if rest:
+            out.append((rest, 0, 1))
     else:
         out.append((norms_per_layer, 0, round(d.layers * layers_fraction)))
     return out
