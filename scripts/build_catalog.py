@@ -84,10 +84,36 @@ def architecture(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None) -> dict[str, Any]:
+# transformers configuration classes -> model_type, for configs written as constructor calls
+CONFIG_CLASSES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Qwen3Config": "qwen3", "Qwen3MoeConfig": "qwen3_moe",
+                  "Gemma2Config": "gemma2", "Gemma3Config": "gemma3", "MixtralConfig": "mixtral",
+                  "DeepseekV2Config": "deepseek_v2", "DeepseekV3Config": "deepseek_v3", "GptOssConfig": "gpt_oss"}
+
+
+def _python_config(text: str, name: str) -> dict[str, Any]:
+    """A config written in Python as ``name = {...}`` or ``name = transformers.XConfig(key=value, ...)``: its
+    literal values (ast.literal_eval; nothing is executed)."""
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+            continue
+        if isinstance(node.value, ast.Dict):
+            return ast.literal_eval(node.value)
+        if isinstance(node.value, ast.Call) and not node.value.args:
+            cls = ast.unparse(node.value.func).rsplit(".", 1)[-1]
+            out = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if kw.arg}
+            out.setdefault("model_type", CONFIG_CLASSES[cls])
+            return out
+    raise KeyError(f"no literal config named {name!r}")
+
+
+def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None,
+                assigned: str | None = None) -> dict[str, Any]:
     git_dir = mirrors / repo.replace("/", "+") / "repo"
     text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
                           capture_output=True, text=True).stdout
+    if assigned is not None:
+        return _python_config(text, assigned)
     if preset is None:
         return json.loads(text)
     # MLC LLM's presets: one dict literal of config dicts (read with ast.literal_eval, nothing executed)
@@ -116,7 +142,7 @@ def size_label(shape) -> str:
 
 def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> dict[str, Any]:
     src = sources[item["from"]]
-    raw = read_source(mirrors, src["repo"], src["commit"], item["path"], item.get("preset"))
+    raw = read_source(mirrors, src["repo"], src["commit"], item["path"], item.get("preset"), item.get("assigned"))
     config = architecture(raw)
     shape = from_hf_config(config, id=item["id"])        # the catalog must read what it ships
     url = f"https://github.com/{src['repo']}/blob/{src['commit']}/{item['path']}"
@@ -127,6 +153,8 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     notes = []
     if item.get("preset"):
         notes.append(f"MLC LLM preset {item['preset']!r} (its copy of the model's config.json)")
+    if item.get("assigned"):
+        notes.append(f"{item['assigned']} in that file (the config's values, written in Python)")
     if item.get("note"):
         notes.append(item["note"])
     if shape.text_only:
