@@ -277,6 +277,8 @@ def estimate_facts(est: Estimate) -> dict[str, Any]:
         "estimate.optimizer_share": round(b["optimizer"] / total, 3),
         "estimate.activations_share": round((b["activations"] + b["logits"]) / total, 3),
         "estimate.fp32_master": est.fp32_master,
+        "estimate.vision_trains": est.vision_trains,
+        "estimate.image_tokens_vary": est.image_tokens_vary,
     }
     if est.fits is not None:
         facts["estimate.fits"] = est.fits

@@ -45,6 +45,8 @@ FIELDS: dict[str, str] = {
     "eval.predict_with_generate": "eval_generate",
     "gen.max_new_tokens": "gen_new_tokens",
     "eval.num_beams": "gen_beams",
+    "train.images_per_sample": "images_per_sample",
+    "train.image_size": "image_size",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
