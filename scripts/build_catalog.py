@@ -56,7 +56,7 @@ ARCH_KEYS = frozenset({
     "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "q_lora_rank", "kv_lora_rank",
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_group", "topk_group", "use_qk_norm",
     "interleave_moe_layer_step", "moe_layers", "quantization_config", "text_config", "vision_config",
-    "query_pre_attn_scalar", "dropout_rate", "mm_tokens_per_image", "vision_feature_select_strategy", "vision_feature_layer",
+    "query_pre_attn_scalar", "dropout_rate", "output_router_logits", "mm_tokens_per_image", "vision_feature_select_strategy", "vision_feature_layer",
     "multimodal_projector_bias", "image_token_index", "image_token_id",
     # vision towers
     "depth", "embed_dim", "mlp_ratio", "in_channels", "num_channels", "patch_size", "image_size",

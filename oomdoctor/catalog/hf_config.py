@@ -413,6 +413,8 @@ def from_hf_config(config: Mapping[str, Any], id: str | None = None) -> ModelSha
         qk_norm=qk_norm, norm=norm, mlp_gated=mt not in PLAIN_MLP_TYPES,
     )
     READERS[mt](cfg, kw)
+    if kw.get("experts") and _bool(cfg, "output_router_logits", False):
+        kw["output_router_logits"] = True
     if tower is not None:
         kw["vision"] = tower
     if text_only and raw_type in MULTIMODAL_TYPES:

@@ -251,6 +251,7 @@ class ModelShape:
     embed_dim: int = 0                # OPT-350m: embeddings narrower than the layers (0: ``hidden``)
     final_norm: bool = True           # OPT-350m has no norm after the last layer
     dropout: float = 0.0              # T5's dropout_rate: dropout layers that keep masks in training
+    output_router_logits: bool = False  # MoE: the load-balancing loss is computed (it keeps each layer's routing)
 
     def __post_init__(self) -> None:
         ints = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")

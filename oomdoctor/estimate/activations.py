@@ -419,6 +419,12 @@ def activations(setup: Setup, rows: int) -> Activations:
         kept += tower.kept
         recompute = max(recompute, tower.recompute) if setup.grad_checkpointing else recompute
         lines.append(tower.line)
+    from .experts import load_balancing_bytes
+    balancing = load_balancing_bytes(setup, T)
+    if balancing:
+        kept += balancing
+        lines.append(f"activations: the load-balancing loss keeps the softmax of every MoE layer's router logits: "
+                     f"{balancing / 2**20:,.1f} MiB")
     merged = ctx.wrapped.merged_bytes
     if merged:
         kept += merged * (0 if setup.grad_checkpointing else frac * d.moe_layers)

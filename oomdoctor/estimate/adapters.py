@@ -45,6 +45,10 @@ MOE_TARGET_MAPPING = {
                   "down_proj": "down_proj"},
 }
 FUSED = {"mixtral": ("w1", "w3"), "qwen2_moe": ("gate_proj", "up_proj")}
+# Model types whose fused experts transformers turns back into one nn.Linear MLP per expert when bitsandbytes
+# quantises the model (quantizers/base.py MODULES_TO_PATCH_FOR_QUANTIZATION: Llama4TextExperts ->
+# SequentialLlama4TextExperts); every other MoE keeps its 3-D parameters, which bitsandbytes leaves unquantised.
+BNB_UNFUSED_TYPES = frozenset({"llama4_text"})
 # Routers that are nn.Linear modules (all-linear reaches them); the others hold a bare weight.
 LINEAR_ROUTER_TYPES = frozenset({"phimoe", "llama4_text"})
 
@@ -78,6 +82,14 @@ class Placement:
     @property
     def params(self) -> int:
         return sum(a.params for a in self.adapters)
+
+
+def as_loaded(shape: Any, quantized: bool) -> Any:
+    """The shape as the model is built for a bitsandbytes load (see ``BNB_UNFUSED_TYPES``)."""
+    if quantized and getattr(shape, "experts", 0) and getattr(shape, "model_type", "") in BNB_UNFUSED_TYPES \
+            and hasattr(shape, "replace"):
+        return shape.replace(experts_fused=False)
+    return shape
 
 
 def pattern(shape: Any) -> str | None:

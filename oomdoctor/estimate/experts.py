@@ -67,3 +67,15 @@ def line(w: Wrapped, layers: int, checkpointing: bool) -> str:
     return (f"activations: LoRA on the fused expert weights merges W + B·A for the whole expert stack (peft "
             f"ParamWrapper) and the expert matmuls keep it for backward: {w.merged_bytes / 2**20:,.1f} MiB a layer, "
             f"{held}; its gradient ({w.largest_grad / 2**20:,.1f} MiB for the largest stack) exists in backward")
+
+
+def load_balancing_bytes(setup: Setup, tokens: int) -> float:
+    """With ``output_router_logits`` the auxiliary load-balancing loss runs a softmax over every MoE layer's router
+    logits and keeps its output for backward (transformers' ``load_balancing_loss_func``): tokens × experts in the
+    logits' dtype, per MoE layer (measured on CPU: the whole difference it makes)."""
+    shape = setup.model
+    if not getattr(shape, "output_router_logits", False) or not getattr(shape, "experts", 0):
+        return 0.0
+    from .activations import compute_dtypes
+    p, _, _ = compute_dtypes(setup)
+    return float(tokens * shape.experts * p * shape.n_moe_layers)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
-from .adapters import Placement, place
+from .adapters import Placement, as_loaded, place
 from .dtypes import FLOAT_BYTES
 from .setup import Setup
 
@@ -131,7 +131,7 @@ def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int,
 
 def adapters_for(setup: Setup) -> Placement:
     """The LoRA adapters peft builds for this set-up (see ``adapters``)."""
-    return place(setup.model, setup.lora_targets, setup.lora_rank)
+    return place(as_loaded(setup.model, setup.quantized), setup.lora_targets, setup.lora_rank)
 
 
 def trainable(setup: Setup) -> Trainable:

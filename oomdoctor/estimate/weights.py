@@ -24,7 +24,8 @@ class Weights:
 
 def quantized_bytes(setup: Setup) -> tuple[float, int, str]:
     """Bytes of bitsandbytes-quantised linear weights (lm_head excluded, as bnb skips it)."""
-    blocks = anatomy.quantized_blocks(setup.model)
+    from .adapters import as_loaded
+    blocks = anatomy.quantized_blocks(as_loaded(setup.model, True))
     n = sum(b.weights for b in blocks)
     if setup.load_dtype == "int8":
         total = sum(b.weights * (1 + 4 / b.d_in) for b in blocks)
@@ -56,7 +57,9 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
         qb, n, how = quantized_bytes(setup)
         rest = total - n
         base = qb + rest * fb
-        experts = sum(b.weights for b in anatomy.blocks(shape) if b.expert)
+        from .adapters import as_loaded
+        experts = sum(b.weights for b in anatomy.blocks(as_loaded(shape, True)) if b.expert
+                      and getattr(as_loaded(shape, True), "experts_fused", True))
         lines.append(f"weights: {how} = {qb / GIB:.2f} GiB; embeddings, norms, biases and lm_head "
                      f"{count(rest)} params × {fb} B = {rest * fb / GIB:.2f} GiB")
         if experts:
