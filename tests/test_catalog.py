@@ -266,7 +266,7 @@ def test_sizes_and_versions_not_confused(text, expected):
 
 
 def test_alias_index_is_unambiguous():
-    from oomdoctor.catalog.fuzzy import alias_keys
+    from oomdoctor.catalog.names import alias_keys
     owner = {}
     for s in MODELS.values():
         for alias, key in alias_keys(s):

@@ -17,7 +17,7 @@ import functools
 import re
 
 
-from .fuzzy import ModelMention, find_models_in_text, normalize_tokens, resolve_model
+from .fuzzy import ModelMention, find_models_in_text, resolve_model
 from .gpus import (
     GPU,
     GpuMention,
@@ -32,6 +32,7 @@ from .gpus import (
     resolve_gpu_scored,
 )
 from .models import CatalogError, all_models, get_model, load_models
+from .names import normalize_tokens
 from .shape import (
     SUPPORTED_MODEL_TYPES,
     Linear,

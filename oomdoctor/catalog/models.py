@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 from ..schema import suggest as did_you_mean
 
+from .names import alias_keys
 from .shape import EXPERT_NAMES, LAYOUTS, ROUTER_NAMES, ModelShape, ShapeError, _TYPE_DEFAULTS
 
 __all__ = [
@@ -228,8 +229,6 @@ def parse_models(data: Any, path: str = "<models.yaml>") -> dict[str, ModelShape
             raise CatalogError(f"{path}: model {shape.id!r}: duplicate id")
         out[shape.id] = shape
     # aliases must not point at two different entries
-    from .fuzzy import alias_keys  # local import: fuzzy depends on this module
-
     owner: dict[tuple[str, ...], str] = {}
     for shape in out.values():
         for alias, key in alias_keys(shape):

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .fuzzy import normalize_tokens
+from .names import normalize_tokens
 from .shape import ModelShape, ShapeError, generic
 
 __all__ = ["ParsedName", "parse_model_name", "parse_size_tokens"]
