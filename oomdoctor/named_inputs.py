@@ -183,9 +183,9 @@ def _why_no_model(values: dict[str, Any]) -> str:
     if config:
         import json
 
-        from .catalog import ModelShape, ShapeError
+        from .catalog import from_hf_config
         try:
-            ModelShape.from_hf_config(json.loads(config))
+            from_hf_config(json.loads(config))
         except ValueError as exc:       # ShapeError, or JSON that does not parse
             return f"the config.json cannot be used: {str(exc)[:300]}"
     return "the model is unknown: give 'model', 'params_b' or 'config'"

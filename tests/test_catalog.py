@@ -32,6 +32,8 @@ from oomdoctor.catalog import (
     shape_from_config,
     find_gpu_mentions,
     find_model_mentions,
+    from_hf_config,
+    to_hf_config,
 )
 
 from oomdoctor.catalog.models import catalog_config
@@ -331,19 +333,19 @@ MIXTRAL_CONFIG = {
 
 
 def test_from_hf_config_llama3():
-    s = ModelShape.from_hf_config(LLAMA3_8B_CONFIG)
+    s = from_hf_config(LLAMA3_8B_CONFIG)
     assert s.param_count() == 8_030_261_248
     assert (s.layers, s.kv_heads, s.head_dim, s.max_position) == (32, 8, 128, 8192)
 
 
 def test_from_hf_config_qwen2():
-    s = ModelShape.from_hf_config(QWEN2_7B_CONFIG, id="my-qwen")
+    s = from_hf_config(QWEN2_7B_CONFIG, id="my-qwen")
     assert s.id == "my-qwen" and s.attention_bias and not s.o_bias
     assert s.param_count() == MODELS["qwen2-7b"].param_count() == 7_615_616_512
 
 
 def test_from_hf_config_mixtral():
-    s = ModelShape.from_hf_config(MIXTRAL_CONFIG)
+    s = from_hf_config(MIXTRAL_CONFIG)
     assert s.experts == 8 and s.experts_active == 2
     assert s.param_count() == 46_702_792_704
 
@@ -353,11 +355,11 @@ def test_from_hf_config_other_layouts():
                "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128,
                "ffn_hidden_size": 13696, "padded_vocab_size": 65024, "add_qkv_bias": True,
                "add_bias_linear": False, "rmsnorm": True, "seq_length": 8192, "tie_word_embeddings": False}
-    assert ModelShape.from_hf_config(chatglm).param_count() == MODELS["chatglm3-6b"].param_count()
-    gemma3 = {"model_type": "gemma3", "text_config": MODELS["gemma-3-12b"].to_hf_config()}
-    text_only = ModelShape.from_hf_config(gemma3)
+    assert from_hf_config(chatglm).param_count() == MODELS["chatglm3-6b"].param_count()
+    gemma3 = {"model_type": "gemma3", "text_config": to_hf_config(MODELS["gemma-3-12b"])}
+    text_only = from_hf_config(gemma3)
     assert text_only.param_count() == MODELS["gemma-3-12b"].param_count() and text_only.text_only
-    with_tower = ModelShape.from_hf_config(dict(gemma3, vision_config={"vision_use_head": False}))
+    with_tower = from_hf_config(dict(gemma3, vision_config={"vision_use_head": False}))
     assert with_tower.vision is not None and with_tower.vision.tokens_per_image == 256
     assert with_tower.param_count() == text_only.param_count() + with_tower.vision.params
     # gemma-3-27b-it's text_config leaves vocab_size (and more) at Gemma3TextConfig's defaults
@@ -365,15 +367,15 @@ def test_from_hf_config_other_layouts():
         "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
         "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
         "query_pre_attn_scalar": 168, "sliding_window": 1024}}
-    assert ModelShape.from_hf_config(sparse).param_count() == MODELS["gemma-3-27b"].param_count()
-    yi = dict(MODELS["yi-6b"].to_hf_config(), model_type="Yi")
-    assert ModelShape.from_hf_config(yi).param_count() == MODELS["yi-6b"].param_count()
+    assert from_hf_config(sparse).param_count() == MODELS["gemma-3-27b"].param_count()
+    yi = dict(to_hf_config(MODELS["yi-6b"]), model_type="Yi")
+    assert from_hf_config(yi).param_count() == MODELS["yi-6b"].param_count()
 
 
 @pytest.mark.parametrize("model_id", sorted(m for m in MODELS if catalog_config(m) is None))
 def test_hf_config_round_trip(model_id):
     s = MODELS[model_id]
-    back = ModelShape.from_hf_config(s.to_hf_config(), id=s.id)
+    back = from_hf_config(to_hf_config(s), id=s.id)
     assert back.param_count() == s.param_count()
     assert back.linear_layers() == s.linear_layers()
     assert (back.kv_dim, back.q_dim, back.tied_embeddings) == (s.kv_dim, s.q_dim, s.tied_embeddings)
@@ -381,15 +383,15 @@ def test_hf_config_round_trip(model_id):
 
 def test_from_hf_config_errors():
     with pytest.raises(UnsupportedModelType, match="whisper.*supported: .*llama"):
-        ModelShape.from_hf_config({"model_type": "whisper", "d_model": 512})
+        from_hf_config({"model_type": "whisper", "d_model": 512})
     with pytest.raises(ShapeError, match="model_type"):
-        ModelShape.from_hf_config({"hidden_size": 4096})
+        from_hf_config({"hidden_size": 4096})
     broken = dict(LLAMA3_8B_CONFIG)
     del broken["num_hidden_layers"]
     with pytest.raises(ShapeError, match="num_hidden_layers"):
-        ModelShape.from_hf_config(broken)
+        from_hf_config(broken)
     with pytest.raises(ShapeError):
-        ModelShape.from_hf_config("not a dict")  # type: ignore[arg-type]
+        from_hf_config("not a dict")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- generic sizes

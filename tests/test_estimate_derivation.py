@@ -6,7 +6,7 @@ import string
 
 import pytest
 
-from oomdoctor.catalog import ModelShape, get_model
+from oomdoctor.catalog import from_hf_config, get_model
 from oomdoctor.estimate import Line, Setup, estimate
 from oomdoctor.conclusions.sizing import say_derivation
 from oomdoctor.knowledge import default
@@ -17,7 +17,7 @@ MIXTRAL = get_model("mixtral-8x7b")
 DEEPSEEK_V3 = get_model("deepseek-v3")
 QWEN3_VL = get_model("qwen3-vl-2b")
 # google/flan-t5-base's config.json (the keys the estimate reads)
-FLAN_T5 = ModelShape.from_hf_config(
+FLAN_T5 = from_hf_config(
     {"model_type": "t5", "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12,
      "num_heads": 12, "vocab_size": 32128, "feed_forward_proj": "gated-gelu", "dropout_rate": 0.1,
      "tie_word_embeddings": False, "relative_attention_num_buckets": 32}, id="flan-t5-base")

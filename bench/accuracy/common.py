@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from oomdoctor.catalog import ModelShape  # noqa: E402
+from oomdoctor.catalog import ModelShape, from_hf_config, to_hf_config  # noqa: E402
 from oomdoctor.estimate import Setup  # noqa: E402
 from oomdoctor.estimate.dtypes import GIB  # noqa: E402
 
@@ -80,7 +80,7 @@ RAW_CONFIGS: dict[str, dict[str, Any]] = {
                                      "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1]}},
 }
 
-# Keys transformers needs beyond ModelShape.to_hf_config() for a tiny random model.
+# Keys transformers needs beyond to_hf_config() for a tiny random model.
 CONFIG_EXTRAS: dict[str, dict[str, Any]] = {
     "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     "gemma2": {"pad_token_id": 0, "query_pre_attn_scalar": 64},
@@ -91,7 +91,7 @@ CONFIG_EXTRAS: dict[str, dict[str, Any]] = {
 def hf_config(family: str) -> dict[str, Any]:
     if family in RAW_CONFIGS:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in RAW_CONFIGS[family].items()}
-    cfg = FAMILIES[family].to_hf_config()
+    cfg = to_hf_config(FAMILIES[family])
     cfg.update(CONFIG_EXTRAS.get(family, {}))
     return cfg
 
@@ -99,7 +99,7 @@ def hf_config(family: str) -> dict[str, Any]:
 def shape_for(family: str) -> ModelShape:
     """The shape as OOM Doctor reads it from the tiny model's config.json."""
     ident = FAMILIES[family].id if family in FAMILIES else f"tiny-{family}"
-    return ModelShape.from_hf_config(hf_config(family), id=ident)
+    return from_hf_config(hf_config(family), id=ident)
 
 
 @dataclass(frozen=True)

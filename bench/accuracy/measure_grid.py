@@ -28,7 +28,7 @@ measures, in bytes:
 
 and compares each with the estimator's figure for the same ``Setup``
 (``common.setup_for_cell``; the shape is read back with
-``ModelShape.from_hf_config`` from the tiny model's config).  Writes
+``from_hf_config`` from the tiny model's config).  Writes
 ``bench/accuracy/data/grid.json`` and prints a per-cell error table and a
 summary.  Targets (issue #3): parameters, gradients and optimizer states within
 1 % in every cell; activations within 10 % in every cell.

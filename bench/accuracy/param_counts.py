@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "accuracy" / "data" / "param_counts.json"
 
-from oomdoctor.catalog import ModelShape, load_models  # noqa: E402
+from oomdoctor.catalog import ModelShape, load_models, to_hf_config  # noqa: E402
 from oomdoctor.catalog.hf_config import MULTIMODAL_TYPES  # noqa: E402
 from oomdoctor.catalog.models import catalog_config  # noqa: E402
 
@@ -59,7 +59,7 @@ def tf_config(shape: ModelShape) -> tuple[str, dict]:
                 raise ValueError(f"{shape.id}: LlamaConfig cannot express q/k/v bias without o bias")
             kw["mlp_bias"] = shape.mlp_bias
         return target, kw
-    cfg = shape.to_hf_config()
+    cfg = to_hf_config(shape)
     mt = cfg.pop("model_type")
     if not cfg.get("max_position_embeddings"):
         cfg["max_position_embeddings"] = 4096

@@ -31,6 +31,7 @@ from .gpus import (
     resolve_gpu,
     resolve_gpu_scored,
 )
+from .hf_config import from_hf_config, to_hf_config
 from .models import CatalogError, all_models, get_model, load_models
 from .names import normalize_tokens
 from .shape import (
@@ -46,9 +47,9 @@ from .shape import (
 
 
 def shape_from_config(config: dict) -> ModelShape | None:
-    """``ModelShape.from_hf_config`` that returns ``None`` for unsupported or broken configs."""
+    """``from_hf_config`` that returns ``None`` for unsupported or broken configs."""
     try:
-        return ModelShape.from_hf_config(config)
+        return from_hf_config(config)
     except ShapeError:
         return None
 
@@ -181,7 +182,7 @@ def find_gpu_mentions(text: str) -> list[tuple[str, float, str]]:
 
 
 __all__ = [
-    "ModelShape", "Linear", "generic", "parse_size", "SUPPORTED_MODEL_TYPES",
+    "ModelShape", "Linear", "generic", "parse_size", "SUPPORTED_MODEL_TYPES", "from_hf_config", "to_hf_config",
     "load_models", "get_model", "all_models",
     "resolve_model", "find_models_in_text", "ModelMention", "normalize_tokens",
     "GPU", "GpuMention", "SmiGpu", "load_gpus", "get_gpu", "all_gpus", "resolve_gpu",

@@ -12,7 +12,7 @@
 * ``catalog``: the name is a catalog model or one of its aliases.
 * ``name``: neither; family and size are parsed from the name (``name_parse``).
 
-A config the Hub returns is read like a pasted one (``ModelShape.from_hf_config``):
+A config the Hub returns is read like a pasted one (``hf_config.from_hf_config``):
 its architecture is all the estimate needs, so a fine-tune under a new name
 resolves through its own ``config.json``.
 """
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .hf_config import from_hf_config
 from .shape import ModelShape, ShapeError
 
 __all__ = ["Resolved", "HubError", "lookup", "repo_id_of", "fetch_config", "enabled", "clear_cache"]
@@ -204,7 +205,7 @@ def lookup(name: str, *, hub: bool | None = None) -> Resolved | None:
     if repo and use_hub:
         try:
             config, where = fetch_config(repo)
-            shape = ModelShape.from_hf_config(config, id=repo)
+            shape = from_hf_config(config, id=repo)
             return Resolved(shape.replace(hf_id=repo, source=f"https://huggingface.co/{repo}"), "hub", where)
         except (HubError, ShapeError) as exc:
             note = f"{repo}: {exc}"

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 from ..schema import suggest as did_you_mean
 
+from .hf_config import from_hf_config
 from .names import alias_keys
 from .shape import EXPERT_NAMES, LAYOUTS, ROUTER_NAMES, ModelShape, ShapeError, _TYPE_DEFAULTS
 
@@ -134,7 +135,7 @@ def catalog_config(model_id: str) -> dict[str, Any] | None:
 def _config_entry_to_shape(where: str, entry: Mapping[str, Any]) -> ModelShape:
     _check_keys(where, entry, CONFIG_ENTRY_KEYS, CONFIG_ENTRY_REQUIRED)
     try:
-        shape = ModelShape.from_hf_config(entry["config"], id=entry["id"])
+        shape = from_hf_config(entry["config"], id=entry["id"])
     except ShapeError as exc:
         raise CatalogError(f"{where}: config: {exc}") from None
     _CONFIGS[entry["id"]] = dict(entry["config"])

@@ -467,18 +467,6 @@ class ModelShape:
     def replace(self, **changes: Any) -> "ModelShape":
         return dataclasses.replace(self, **changes)
 
-    # ------------------------------------------------------------------ config.json
-    @classmethod
-    def from_hf_config(cls, config: Mapping[str, Any], id: str | None = None) -> "ModelShape":
-        """Build a shape from a ``config.json`` (as a dict): see ``oomdoctor.catalog.hf_config``."""
-        from .hf_config import from_hf_config
-        return from_hf_config(config, id)
-
-    def to_hf_config(self) -> dict[str, Any]:
-        """A ``config.json``-style dict in this model's own format (inverse of ``from_hf_config``)."""
-        from .hf_config import to_hf_config
-        return to_hf_config(self)
-
 
 # ---------------------------------------------------------------------- generic sizes
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bBmM])?\s*$")
