@@ -296,6 +296,13 @@ def test_find_models_multiple_and_none():
     assert find_models_in_text("") == []
 
 
+def test_a_name_that_goes_on_with_a_size_word_is_a_sibling_the_catalog_lacks():
+    # accelerate#2925: "run gpt2-large"; gpt2 and gpt2-medium are in the catalog, gpt2-large is not
+    assert find_models_in_text("When I use two 48G graphics cards to run gpt2-large, oom appears") == []
+    assert resolve_model("gpt2-large")[0] is None
+    assert [m.shape.id for m in find_models_in_text("gpt2-medium, then gpt2 on a T4")] == ["gpt2-medium", "gpt2"]
+
+
 def test_text_scanning_finds_the_one_mention_in_a_long_text():
     big = ("Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total capacity) llama " * 4000) + "qwen2.5-7b"
     found = find_models_in_text(big)

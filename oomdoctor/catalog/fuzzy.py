@@ -17,8 +17,8 @@ from typing import Iterable
 from rapidfuzz import fuzz, process
 
 from .models import load_models
-from .names import (NOISE, SIZE_RE, SUFFIX_NOISE, VERSION_RE, alias_keys, blank_format_tags, normalize_tokens,
-                    tokens_with_spans)
+from .names import (NOISE, SIZE_RE, SIZE_WORDS, SUFFIX_NOISE, VERSION_RE, alias_keys, blank_format_tags,
+                    normalize_tokens, tokens_with_spans)
 from .shape import ModelShape
 
 __all__ = [
@@ -141,6 +141,10 @@ def find_models_in_text(text: str, models: dict[str, ModelShape] | None = None) 
             continue
         width, (shape, alias) = found
         start, end = toks[i].start, toks[i + width - 1].end
+        after = i + width
+        if after < n and toks[after].text in SIZE_WORDS and text[end:toks[after].start] in ("-", "_"):
+            i = after + 1          # "gpt2-large" names a larger sibling of gpt2, not gpt2
+            continue
         # extend over trailing noise such as -Instruct / -hf so the reported text is the whole name
         j = i + width
         while j < n and toks[j].text in SUFFIX_NOISE and text[end:toks[j].start] in ("-", "_", "."):

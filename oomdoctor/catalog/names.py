@@ -18,7 +18,7 @@ from typing import Iterator
 
 from .shape import ModelShape
 
-__all__ = ["NOISE", "SUFFIX_NOISE", "SIZE_RE", "VERSION_RE", "Token", "alias_keys", "blank_format_tags",
+__all__ = ["NOISE", "SUFFIX_NOISE", "SIZE_RE", "SIZE_WORDS", "VERSION_RE", "Token", "alias_keys", "blank_format_tags",
            "canonical", "normalize_tokens", "tokens_with_spans"]
 
 # Chinese names people use for these families (mapped to Latin tokens).
@@ -50,6 +50,9 @@ NOISE = frozenset({
     "safetensors", "pytorch", "torch", "quantized", "merged", "full", "weights",
 })
 SUFFIX_NOISE = frozenset({"instruct", "chat", "hf", "base", "it", "pt", "sft", "dpo", "rlhf"})
+# Sizes some families give in words (gpt2-large, t5-xl): a name that goes on with one is a sibling of the alias
+# it starts with, another model.
+SIZE_WORDS = frozenset({"small", "medium", "large", "xl", "xxl"})
 SIZE_RE = re.compile(r"^(?:\d+x)?\d+(?:\.\d+)?[bm]$|^a\d+(?:\.\d+)?b$")
 VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
 
