@@ -139,7 +139,7 @@ def test_gated_repo_needs_hf_token(fake_hub, monkeypatch):
     fake_hub.repos["acme-lab/Gated-Model-8B"] = _config(QWEN)
     fake_hub.gated.add("acme-lab/Gated-Model-8B")
     found = hub.lookup("acme-lab/Gated-Model-8B")
-    assert found.source == "name" and "HF_TOKEN" in found.note
+    assert found.source == "name" and "HF_TOKEN" in found.note["en"] and "需要授权" in found.note["zh"]
     hub.clear_cache()
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     assert hub.lookup("acme-lab/Gated-Model-8B").source == "hub"
@@ -153,7 +153,7 @@ def test_offline_mode_reads_only_the_cache(fake_hub, monkeypatch):
     before = len(fake_hub.requests)
     assert hub.lookup("acme-lab/Cached-9B").source == "hub"          # from the on-disk cache
     never = hub.lookup("acme-lab/Never-Seen-9B")
-    assert never.source == "name" and "HF_HUB_OFFLINE" in never.note
+    assert never.source == "name" and "HF_HUB_OFFLINE" in never.note["en"]
     assert len(fake_hub.requests) == before
 
 
@@ -161,17 +161,18 @@ def test_switch_off_means_no_request(fake_hub, monkeypatch):
     monkeypatch.setenv("OOMDOCTOR_HUB_LOOKUP", "0")
     fake_hub.repos["acme-lab/Anything-13B"] = _config(QWEN)
     found = hub.lookup("acme-lab/Anything-13B")
-    assert found.source == "name" and "OOMDOCTOR_HUB_LOOKUP" in found.note
+    assert found.source == "name" and "OOMDOCTOR_HUB_LOOKUP" in found.note["en"]
+    assert found.note["zh"] == "Hub 查询未开启（OOMDOCTOR_HUB_LOOKUP）"
     assert fake_hub.requests == []
 
 
 def test_unknown_repo_and_slow_hub_fall_back(fake_hub):
     missing = hub.lookup("acme-lab/Does-Not-Exist-7B")
-    assert missing.source == "name" and "no such repo" in missing.note
+    assert missing.source == "name" and "no such repo" in missing.note["en"]
     fake_hub.repos["acme-lab/Slow-7B"] = _config(QWEN)
     fake_hub.slow.add("acme-lab/Slow-7B")
     slow = hub.lookup("acme-lab/Slow-7B")
-    assert slow.source == "name" and "did not answer" in slow.note
+    assert slow.source == "name" and "did not answer" in slow.note["en"]
     catalog = hub.lookup("Qwen/Qwen3-8B-but-missing")
     assert catalog is not None
 
@@ -179,7 +180,7 @@ def test_unknown_repo_and_slow_hub_fall_back(fake_hub):
 def test_not_a_model_config(fake_hub):
     fake_hub.repos["acme-lab/Whisper-Fork-1b"] = {"model_type": "whisper", "d_model": 512}
     found = hub.lookup("acme-lab/Whisper-Fork-1b")
-    assert found.source == "name" and "whisper" in found.note
+    assert found.source == "name" and "whisper" in found.note["en"]
 
 
 def test_repo_ids_are_read_strictly():

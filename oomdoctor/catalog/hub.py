@@ -49,7 +49,12 @@ _CACHE_DIR_RE = re.compile(rf"^models--({_PART})--({_PART})$")
 
 
 class HubError(RuntimeError):
-    """The Hub could not give a usable config.json (unreachable, not found, gated, not a model)."""
+    """The Hub could not give a usable config.json (unreachable, not found, gated, not a model); the reason
+    in English (``str``) and in Chinese (``zh``)."""
+
+    def __init__(self, en: str, zh: str) -> None:
+        super().__init__(en)
+        self.zh = zh
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,8 @@ class Resolved:
     shape: ModelShape
     source: str              # "hub" | "catalog" | "name"
     detail: str = ""         # the repo id and revision, the catalog id, or what was parsed from the name
-    note: str = ""           # why an earlier way was not used (the Hub unreachable, lookup off, ...)
+    note: dict[str, str] | None = None   # why an earlier way was not used (the Hub unreachable, lookup off, ...),
+                                         # {"en", "zh"}
 
 
 def enabled() -> bool:
@@ -119,7 +125,7 @@ def fetch_config(repo_id: str, revision: str | None = None, timeout: float | Non
     slow mirror costs at most ``timeout`` seconds (``OOMDOCTOR_HUB_TIMEOUT``, default 5).
     """
     if not _REPO_RE.match(repo_id or ""):
-        raise HubError(f"{repo_id!r} is not a Hub repo id")
+        raise HubError(f"{repo_id!r} is not a Hub repo id", f"{repo_id!r} 不是 Hub 仓库 id")
     endpoint = (os.environ.get("HF_ENDPOINT") or "").rstrip("/") or None
     token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
     offline = _offline()
@@ -147,18 +153,20 @@ def fetch_config(repo_id: str, revision: str | None = None, timeout: float | Non
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        raise HubError(f"the Hub did not answer within {timeout:g} s")
+        raise HubError(f"the Hub did not answer within {timeout:g} s", f"Hub 在 {timeout:g} 秒内没有应答")
     if "error" in result:
-        raise HubError(_reason(result["error"], offline)) from None
+        raise HubError(*_reason(result["error"], offline)) from None
     path = Path(result["path"])
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise HubError(f"{repo_id}'s config.json is larger than {MAX_CONFIG_BYTES} bytes")
+            raise HubError(f"{repo_id}'s config.json is larger than {MAX_CONFIG_BYTES} bytes",
+                           f"{repo_id} 的 config.json 超过 {MAX_CONFIG_BYTES} 字节")
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise HubError(f"{repo_id}'s config.json could not be read: {exc}") from None
+        raise HubError(f"{repo_id}'s config.json could not be read: {exc}",
+                       f"{repo_id} 的 config.json 无法读取：{exc}") from None
     if not isinstance(config, dict):
-        raise HubError(f"{repo_id}'s config.json is not a JSON object")
+        raise HubError(f"{repo_id}'s config.json is not a JSON object", f"{repo_id} 的 config.json 不是 JSON 对象")
     # The snapshot folder is named after the commit the file came from.
     where = f"{repo_id}@{path.parent.name[:12]}" if re.fullmatch(r"[0-9a-f]{40}", path.parent.name) else repo_id
     with _CACHE_LOCK:
@@ -168,7 +176,7 @@ def fetch_config(repo_id: str, revision: str | None = None, timeout: float | Non
     return config, where
 
 
-def _reason(exc: BaseException, offline: bool) -> str:
+def _reason(exc: BaseException, offline: bool) -> tuple[str, str]:
     names = []
     seen = exc
     while seen is not None and len(names) < 8:
@@ -178,17 +186,22 @@ def _reason(exc: BaseException, offline: bool) -> str:
              "RevisionNotFoundError")
     name = next((n for n in names if n in known), names[0])
     if name == "GatedRepoError":
-        return "the repo is gated: set HF_TOKEN to a token that has been granted access"
+        return ("the repo is gated: set HF_TOKEN to a token that has been granted access",
+                "该仓库需要授权：请把 HF_TOKEN 设为已获准访问的 token")
     if name == "RepositoryNotFoundError":
-        return "no such repo on the Hub (or it is private and HF_TOKEN cannot see it)"
+        return ("no such repo on the Hub (or it is private and HF_TOKEN cannot see it)",
+                "Hub 上没有这个仓库（或它是私有的，HF_TOKEN 无权查看）")
     if name in ("EntryNotFoundError", "RemoteEntryNotFoundError"):
-        return "the repo has no config.json"
+        return "the repo has no config.json", "该仓库没有 config.json"
     if name == "RevisionNotFoundError":
-        return "no such revision"
-    if offline or name == "LocalEntryNotFoundError":
-        return "not in the local Hub cache, and HF_HUB_OFFLINE forbids asking the Hub" if offline else \
-            "the Hub could not be reached and the config is not in the local cache"
-    return f"the Hub could not be reached ({name})"
+        return "no such revision", "没有这个版本（revision）"
+    if offline:
+        return ("not in the local Hub cache, and HF_HUB_OFFLINE forbids asking the Hub",
+                "本地 Hub 缓存中没有，且 HF_HUB_OFFLINE 不允许访问 Hub")
+    if name == "LocalEntryNotFoundError":
+        return ("the Hub could not be reached and the config is not in the local cache",
+                "无法连接 Hub，本地缓存中也没有该配置")
+    return f"the Hub could not be reached ({name})", f"无法连接 Hub（{name}）"
 
 
 # ------------------------------------------------------------------ resolution
@@ -199,7 +212,7 @@ def lookup(name: str, *, hub: bool | None = None) -> Resolved | None:
 
     if not isinstance(name, str) or not name.strip() or len(name) > 512:
         return None
-    note = ""
+    note = None
     repo = repo_id_of(name)
     use_hub = enabled() if hub is None else hub
     if repo and use_hub:
@@ -207,11 +220,14 @@ def lookup(name: str, *, hub: bool | None = None) -> Resolved | None:
             config, where = fetch_config(repo)
             shape = from_hf_config(config, id=repo)
             return Resolved(shape.replace(hf_id=repo, source=f"https://huggingface.co/{repo}"), "hub", where)
-        except (HubError, ShapeError) as exc:
-            note = f"{repo}: {exc}"
-            log.info("hub lookup failed: %s", note)
+        except HubError as exc:
+            note = {"en": f"{repo}: {exc}", "zh": f"{repo}：{exc.zh}"}
+        except ShapeError as exc:
+            note = {"en": f"{repo}: {exc}", "zh": f"{repo}：其 config.json 无法使用（{exc}）"}
+        if note:
+            log.info("hub lookup failed: %s", note["en"])
     elif repo and not use_hub:
-        note = f"the Hub lookup is off ({ENV_SWITCH})"
+        note = {"en": f"the Hub lookup is off ({ENV_SWITCH})", "zh": f"Hub 查询未开启（{ENV_SWITCH}）"}
     shape, score, alias = resolve_model(name)
     if shape is not None:
         return Resolved(shape, "catalog", shape.id, note)

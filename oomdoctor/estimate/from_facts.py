@@ -112,11 +112,11 @@ def _source_note(name: str, found: Any) -> Assumption:
         return Assumption("model.name", name, _text(
             f"model: {label}, architecture read from its config.json on the Hub ({found.detail})",
             f"模型：{label}，架构读取自 Hub 上的 config.json（{found.detail}）"))
+    note = found.note or {}
     if found.source == "catalog":
-        why = f" ({found.note})" if found.note else ""
         return Assumption("model.name", name, _text(
-            f"model: {label}, architecture from the catalog{why}",
-            f"模型：{label}，架构取自内置目录" + (f"（{found.note}）" if found.note else "")))
+            f"model: {label}, architecture from the catalog" + (f" ({note['en']})" if note else ""),
+            f"模型：{label}，架构取自内置目录" + (f"（{note['zh']}）" if note else "")))
     text = getattr(shape, "assumption", None) or found.detail
     zh = text
     try:
@@ -126,8 +126,8 @@ def _source_note(name: str, found: Any) -> Assumption:
             text, zh = parsed.text["en"], parsed.text["zh"]
     except ImportError:
         pass
-    if found.note:
-        text, zh = f"{text} ({found.note})", f"{zh}（{found.note}）"
+    if note:
+        text, zh = f"{text} ({note['en']})", f"{zh}（{note['zh']}）"
     return Assumption("model.name", name, _text(text, zh))
 
 
