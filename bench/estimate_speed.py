@@ -26,7 +26,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from oomdoctor.catalog import get_model  # noqa: E402
+from oomdoctor.catalog import get_model, to_hf_config  # noqa: E402
 from oomdoctor.named_inputs import estimate_reply  # noqa: E402
 
 SETUP_TO_INPUT = {"model": "model", "method": "method", "load_dtype": "load_dtype", "precision": "precision",
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.json"
-        config.write_text(json.dumps(get_model("qwen2.5-7b").to_hf_config()))
+        config.write_text(json.dumps(to_hf_config(get_model("qwen2.5-7b"))))
         cases = inputs(config)
         estimate_reply(cases[0][1])            # warm the knowledge base and catalog caches once
         print(f"{'input':58} {'in-process ms':>14} {'process s':>10}  answer")

@@ -163,9 +163,17 @@ def facts_from_inputs(inputs: dict[str, Any], kb) -> dict[str, Any]:
         spec = kb.facts[fact]
         value = raw
         if key == "model":
-            value = resolve_model_id(str(raw))
+            from .catalog.hub import enabled, repo_id_of
+            # a Hub repo id goes to the Hub first when the lookup is on: its config.json is the model itself
+            value = str(raw)[:512] if enabled() and repo_id_of(str(raw)) else resolve_model_id(str(raw))
             if value is None:
-                raise EstimateInputError(f"unknown model {echo(raw)}: give a catalog name, params_b or a config.json")
+                # a Hub repo id (read through its config.json when the Hub lookup is on) or a name whose family
+                # and size can be read; the estimate says which way the model was found
+                from .catalog.hub import lookup
+                value = str(raw)[:512] if lookup(str(raw)) is not None else None
+            if value is None:
+                raise EstimateInputError(f"unknown model {echo(raw)}: give a catalog name, a Hub repo id, params_b "
+                                         "or a config.json")
         elif key == "gpu":
             value = resolve_gpu_id(str(raw))
             if value is None:

@@ -6,13 +6,21 @@ import string
 
 import pytest
 
-from oomdoctor.catalog import get_model
+from oomdoctor.catalog import from_hf_config, get_model
 from oomdoctor.estimate import Line, Setup, estimate
 from oomdoctor.conclusions.sizing import say_derivation
 from oomdoctor.knowledge import default
 
 LLAMA = get_model("llama-3-8b")
 GEMMA2 = get_model("gemma-2-2b")
+MIXTRAL = get_model("mixtral-8x7b")
+DEEPSEEK_V3 = get_model("deepseek-v3")
+QWEN3_VL = get_model("qwen3-vl-2b")
+# google/flan-t5-base's config.json (the keys the estimate reads)
+FLAN_T5 = from_hf_config(
+    {"model_type": "t5", "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12,
+     "num_heads": 12, "vocab_size": 32128, "feed_forward_proj": "gated-gelu", "dropout_rate": 0.1,
+     "tie_word_embeddings": False, "relative_attention_num_buckets": 32}, id="flan-t5-base")
 
 # Set-ups that between them reach every kind of derivation line.
 SETUPS = {
@@ -65,6 +73,18 @@ SETUPS = {
     "fp8 torchao": dict(method="full", fp8="torchao"),
     "fp8 transformer engine": dict(method="full", fp8="te"),
     "fp8 transformer engine, adapters": dict(method="lora", fp8="te"),
+    "moe lora all-linear": dict(model=MIXTRAL, method="lora", lora_targets=("all-linear",), lora_dropout=0.0),
+    "moe lora all-linear, checkpointing": dict(model=MIXTRAL, method="lora", lora_targets=("all-linear",),
+                                               grad_checkpointing=True),
+    "moe load-balancing loss": dict(model=MIXTRAL.replace(output_router_logits=True), method="lora"),
+    "moe half a fused pair": dict(model=MIXTRAL, method="lora", lora_targets=("q_proj", "w1")),
+    "moe router targeted": dict(model=get_model("gpt-oss-20b"), method="lora", lora_targets=("q_proj", "router")),
+    "moe qlora": dict(model=MIXTRAL, method="qlora", load_dtype="nf4"),
+    "mla, dense and shared MLPs, all-linear": dict(model=DEEPSEEK_V3, method="lora", lora_targets=("all-linear",),
+                                                   seq_len=256),
+    "t5 full": dict(model=FLAN_T5, method="full", seq_len=512, target_len=128),
+    "vlm full": dict(model=QWEN3_VL, method="full", images_per_sample=2, image_size=448),
+    "vlm lora on the language model": dict(model=QWEN3_VL, method="lora"),
 }
 
 

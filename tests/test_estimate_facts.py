@@ -67,8 +67,15 @@ def test_lora_facts_imply_lora():
 
 
 def test_unknown_model_returns_none():
-    s, notes = setup_from_facts({"train.method": "lora", "model.name": "no-such-model-xyz-123b-zz"})
+    s, notes = setup_from_facts({"train.method": "lora", "model.name": "no-such-model-xyz-zz"})
     assert s is None
+
+
+def test_unknown_model_with_a_size_in_its_name_is_estimated_from_the_name():
+    s, notes = setup_from_facts({"train.method": "lora", "model.name": "no-such-model-xyz-123b-zz"})
+    assert s is not None and abs(s.model.param_count() / 1e9 - 123) < 123 * 0.05
+    said = [n.text["en"] for n in notes if n.fact == "model.name"]
+    assert said and "config.json" in said[0] and "123B" in said[0]
 
 
 def test_model_from_config_json_and_catalog():

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from oomdoctor.catalog import ModelShape  # noqa: E402
+from oomdoctor.catalog import ModelShape, from_hf_config, to_hf_config  # noqa: E402
 from oomdoctor.estimate import Setup  # noqa: E402
 from oomdoctor.estimate.dtypes import GIB  # noqa: E402
 
@@ -45,24 +45,61 @@ FAMILIES: dict[str, ModelShape] = {
     "mixtral": ModelShape(id="tiny-mixtral", model_type="mixtral", layers=2, hidden=256, heads=8, kv_heads=2,
                           head_dim=32, intermediate=448, vocab=2048, experts=4, experts_active=2,
                           expert_naming="w123", max_position=4096),
+    # Qwen3-30B-A3B: h 2048, 32 / 4 heads of 128 (q_dim != h), QK-norm, 128 experts of 768, 8 active, no shared
+    # expert; here the first layer keeps a dense MLP (mlp_only_layers) so both kinds of layer are measured.
+    "qwen3_moe": ModelShape(id="tiny-qwen3-moe", model_type="qwen3_moe", layers=2, hidden=256, heads=8, kv_heads=2,
+                            head_dim=32, intermediate=512, vocab=2048, qk_norm=True, experts=4, experts_active=2,
+                            moe_intermediate=128, dense_layers=(0,), max_position=4096),
+    # DeepSeek-V3 / Kimi K2: multi-head latent attention (q_lora_rank 1536, kv_lora_rank 512, 128 + 64 query/key
+    # head, 128 value head), first layers dense, 256 routed experts of 2048 with 8 active plus one shared expert.
+    "deepseek_v3": ModelShape(id="tiny-deepseek-v3", model_type="deepseek_v3", layout="mla", layers=2, hidden=256,
+                              heads=8, kv_heads=8, head_dim=48, intermediate=512, vocab=2048, experts=4,
+                              experts_active=2, moe_intermediate=128, shared_expert_intermediate=128,
+                              dense_layers=(0,), q_lora_rank=64, kv_lora_rank=32, qk_nope_head_dim=32,
+                              qk_rope_head_dim=16, v_head_dim=32, max_position=4096),
 }
 
-# Keys transformers needs beyond ModelShape.to_hf_config() for a tiny random model.
+# Families whose tiny model is given as a config.json (the catalog reads it like any other): encoder-decoder and
+# vision-language models have no to_hf_config().
+RAW_CONFIGS: dict[str, dict[str, Any]] = {
+    # Flan-T5 (google/flan-t5-*): gated GELU feed-forward, d_kv 64 with d_model / heads != d_kv, dropout 0.1,
+    # relative position buckets 32; 2 encoder and 2 decoder blocks.
+    "t5": {"model_type": "t5", "d_model": 256, "d_kv": 32, "d_ff": 640, "num_layers": 2, "num_decoder_layers": 2,
+           "num_heads": 6, "vocab_size": 2048, "feed_forward_proj": "gated-gelu", "dropout_rate": 0.1,
+           "tie_word_embeddings": False, "relative_attention_num_buckets": 32, "decoder_start_token_id": 0,
+           "pad_token_id": 0, "eos_token_id": 1},
+    # Qwen2.5-VL-7B: a 32-block ViT of 1280 with a SwiGLU MLP and fused qkv, 2x2 patch merging into the Qwen2.5
+    # language model; here 2 blocks of 128 feeding a 2-layer language model of 256.
+    "qwen2_5_vl": {"model_type": "qwen2_5_vl", "hidden_size": 256, "intermediate_size": 896, "num_hidden_layers": 2,
+                   "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 2048, "image_token_id": 5,
+                   "video_token_id": 6, "vision_start_token_id": 7, "vision_end_token_id": 8,
+                   "bos_token_id": 1, "eos_token_id": 2,
+                   "rope_scaling": {"type": "mrope", "mrope_section": [4, 6, 6]},
+                   "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4,
+                                     "out_hidden_size": 256, "patch_size": 14, "spatial_merge_size": 2,
+                                     "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1]}},
+}
+
+# Keys transformers needs beyond to_hf_config() for a tiny random model.
 CONFIG_EXTRAS: dict[str, dict[str, Any]] = {
     "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     "gemma2": {"pad_token_id": 0, "query_pre_attn_scalar": 64},
+    "deepseek_v3": {"n_group": 1, "topk_group": 1},
 }
 
 
 def hf_config(family: str) -> dict[str, Any]:
-    cfg = FAMILIES[family].to_hf_config()
+    if family in RAW_CONFIGS:
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in RAW_CONFIGS[family].items()}
+    cfg = to_hf_config(FAMILIES[family])
     cfg.update(CONFIG_EXTRAS.get(family, {}))
     return cfg
 
 
 def shape_for(family: str) -> ModelShape:
     """The shape as OOM Doctor reads it from the tiny model's config.json."""
-    return ModelShape.from_hf_config(hf_config(family), id=FAMILIES[family].id)
+    ident = FAMILIES[family].id if family in FAMILIES else f"tiny-{family}"
+    return from_hf_config(hf_config(family), id=ident)
 
 
 @dataclass(frozen=True)
@@ -82,17 +119,23 @@ class Cell:
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     lora_dropout: float = 0.0
+    target: int = 0                   # encoder-decoder models: target tokens per row (source tokens: seq)
+    images: int = 0                   # vision-language models: images per row, each of image_side² pixels
+    image_side: int = 0
 
     @property
     def name(self) -> str:
         parts = [self.family, self.method, self.dtype + ("+amp" if self.autocast else ""), self.attention,
-                 f"b{self.batch}s{self.seq}" + ("pad" if self.padded else "")]
+                 f"b{self.batch}s{self.seq}" + (f"t{self.target}" if self.target else "")
+                 + (f"i{self.images}x{self.image_side}" if self.images else "") + ("pad" if self.padded else "")]
         if self.grad_checkpointing:
             parts.append("gc")
         if self.optimizer != "adamw":
             parts.append(self.optimizer)
         if self.method == "lora":
-            parts.append(f"r{self.lora_rank}" + ("all" if self.lora_targets == ("all-linear",) else "qv")
+            which = "all" if self.lora_targets == ("all-linear",) else (
+                "qv" if self.lora_targets in (("q_proj", "v_proj"), ("qkv_proj",)) else "attn")
+            parts.append(f"r{self.lora_rank}" + which
                          + (f"d{self.lora_dropout:g}" if self.lora_dropout else ""))
         return "/".join(parts)
 
@@ -120,7 +163,8 @@ def setup_for_cell(cell: Cell, shape: ModelShape | None = None) -> Setup:
         precision="bf16" if cell.autocast else "fp32", optimizer=cell.optimizer, batch_size=cell.batch,
         seq_len=cell.seq, grad_checkpointing=cell.grad_checkpointing, attention=cell.attention,
         lora_rank=cell.lora_rank, lora_targets=tuple(cell.lora_targets), lora_dropout=cell.lora_dropout,
-        packing=not cell.padded,
+        packing=not cell.padded, target_len=cell.target or None,
+        images_per_sample=cell.images or None, image_size=cell.image_side or None,
     )
 
 
@@ -142,7 +186,8 @@ def estimator_components(setup: Setup) -> dict[str, float]:
     acts = activations(setup, rows)
     p, _, _ = compute_dtypes(setup)
     d = anatomy.dims(setup.model)
-    lg = logits(rows * setup.seq_len, d.vocab, p, True, d.logit_softcap)
+    decoder_tokens = (setup.target_len or setup.seq_len) if getattr(setup.model, "encoder_layers", 0) else setup.seq_len
+    lg = logits(rows * decoder_tokens, d.vocab, p, True, d.logit_softcap)
     vh = d.vocab * d.hidden
     head = lg.grad + vh * tr.groups[0].dtype_bytes if setup.method == "full" else 0.0
     if setup.method == "full" and acts.weight_copies and tr.groups[0].dtype_bytes == 4 and p == 2:

@@ -57,7 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from common import ROOT  # noqa: E402,F401  (puts the repository on sys.path)
-from oomdoctor.catalog import ModelShape, get_model  # noqa: E402
+from oomdoctor.catalog import ModelShape, get_model, to_hf_config  # noqa: E402
 from oomdoctor.estimate import Setup, estimate  # noqa: E402
 
 GIB = 1024 ** 3
@@ -131,7 +131,7 @@ def build(shape: ModelShape, run: Run, device: str, tmp: Path):
     import torch
     import transformers
 
-    cfg = shape.to_hf_config()
+    cfg = to_hf_config(shape)
     cfg.setdefault("max_position_embeddings", 32768)
     if not cfg.get("max_position_embeddings"):
         cfg["max_position_embeddings"] = 32768

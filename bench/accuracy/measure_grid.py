@@ -28,7 +28,7 @@ measures, in bytes:
 
 and compares each with the estimator's figure for the same ``Setup``
 (``common.setup_for_cell``; the shape is read back with
-``ModelShape.from_hf_config`` from the tiny model's config).  Writes
+``from_hf_config`` from the tiny model's config).  Writes
 ``bench/accuracy/data/grid.json`` and prints a per-cell error table and a
 summary.  Targets (issue #3): parameters, gradients and optimizer states within
 1 % in every cell; activations within 10 % in every cell.
@@ -114,9 +114,55 @@ def grid(quick: bool = False) -> list[Cell]:
         for attention in ("eager", "sdpa"):
             cells.append(Cell("llama", "full", batch=b, seq=s, attention=attention))
             cells.append(Cell("llama", "lora", batch=b, seq=s, attention=attention, padded=b > 1))
+    cells += moe_cells() + t5_cells() + vlm_cells()
     if quick:
         cells = cells[::7]
     return cells
+
+
+def t5_cells() -> list[Cell]:
+    """An encoder-decoder model (Flan-T5 shape): source 64 and target 32 tokens, dropout 0.1 as its config says,
+    T5's own attention (eager: scores plus the relative position bias)."""
+    return [
+        Cell("t5", "full", batch=2, seq=64, target=32, attention="eager"),
+        Cell("t5", "lora", batch=2, seq=64, target=32, attention="eager", lora_targets=("q", "v")),
+        Cell("t5", "lora", batch=2, seq=64, target=32, attention="eager", lora_targets=("all-linear",)),
+        Cell("t5", "full", batch=2, seq=64, target=32, attention="eager", grad_checkpointing=True),
+    ]
+
+
+def vlm_cells() -> list[Cell]:
+    """A vision-language model (Qwen2.5-VL shape) reading 112-pixel images (16 image tokens each): LoRA on every
+    linear layer (the vision tower's included, as peft's all-linear does), LoRA on the language model's q and v
+    (the tower keeps nothing), full fine-tuning, and two images a row under gradient checkpointing."""
+    return [
+        Cell("qwen2_5_vl", "lora", batch=2, seq=64, images=1, image_side=112, lora_targets=("all-linear",)),
+        Cell("qwen2_5_vl", "lora", batch=2, seq=64, images=1, image_side=112),
+        Cell("qwen2_5_vl", "full", batch=2, seq=64, images=1, image_side=112),
+        Cell("qwen2_5_vl", "full", batch=1, seq=128, images=2, image_side=112, grad_checkpointing=True),
+    ]
+
+
+def moe_cells() -> list[Cell]:
+    """Mixture of experts as transformers 5 builds it: LoRA on all linear layers (peft wraps the fused expert
+    parameters) and on attention only, and full fine-tuning.  peft refuses dropout on expert parameters, so none.
+    DeepSeek runs eager attention: CPU's SDPA has no fused kernel for a value head narrower than the query head and
+    falls back to the unfused math, which is not what a GPU runs."""
+    every = ("all-linear",)
+    return [
+        Cell("mixtral", "lora", batch=2, seq=64, lora_targets=every),
+        Cell("mixtral", "lora", batch=1, seq=128, grad_checkpointing=True, lora_targets=every),
+        Cell("mixtral", "lora", dtype="bf16", autocast=True, batch=2, seq=32, padded=True, lora_targets=every),
+        Cell("qwen3_moe", "lora", batch=2, seq=64, lora_targets=every),
+        Cell("qwen3_moe", "lora", batch=2, seq=64, padded=True, lora_targets=("q_proj", "k_proj", "v_proj", "o_proj")),
+        Cell("qwen3_moe", "full", batch=2, seq=64),
+        Cell("qwen3_moe", "lora", dtype="bf16", autocast=True, batch=2, seq=32, padded=True, lora_targets=every),
+        Cell("deepseek_v3", "lora", batch=2, seq=64, attention="eager", lora_targets=every),
+        Cell("deepseek_v3", "lora", batch=2, seq=64, attention="eager",
+             lora_targets=("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")),
+        Cell("deepseek_v3", "full", batch=2, seq=64, attention="eager"),
+        Cell("deepseek_v3", "full", batch=1, seq=128, attention="eager", grad_checkpointing=True),
+    ]
 
 
 # ---------------------------------------------------------------------- the measurement (torch from here on)
@@ -131,19 +177,22 @@ def run_cell(cell: Cell) -> Measured:
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     config.use_cache = False
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=cell.attention,
-                                                          dtype=dtypes[cell.dtype])
+    seq2seq = model_type == "t5"
+    vlm = model_type == "qwen2_5_vl"
+    auto = (transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForImageTextToText if vlm
+            else transformers.AutoModelForCausalLM)
+    model = auto.from_config(config, attn_implementation=cell.attention, dtype=dtypes[cell.dtype])
     if cell.method == "lora":
         import peft
         targets = "all-linear" if tuple(cell.lora_targets) == ("all-linear",) else list(cell.lora_targets)
         model = peft.get_peft_model(model, peft.LoraConfig(
             r=cell.lora_rank, lora_alpha=2 * cell.lora_rank, lora_dropout=cell.lora_dropout,
-            target_modules=targets, task_type="CAUSAL_LM"))
+            target_modules=targets, task_type="SEQ_2_SEQ_LM" if seq2seq else "CAUSAL_LM"))
     if cell.grad_checkpointing:
         model.gradient_checkpointing_enable()     # transformers' default: non-reentrant torch checkpoint
     model.train()
 
-    V = config.vocab_size
+    V = config.get_text_config().vocab_size
     T = cell.batch * cell.seq
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(3, V, (cell.batch, cell.seq), generator=g)
@@ -153,6 +202,29 @@ def run_cell(cell: Cell) -> Measured:
         mask[-1, -(cell.seq // 4):] = 0
         labels[mask == 0] = -100
     batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    if seq2seq:
+        # the source is seq tokens, the target (labels; the decoder's ids are built from them) cell.target
+        T = cell.batch * cell.target
+        batch["labels"] = torch.randint(3, V, (cell.batch, cell.target), generator=g)
+    if vlm:
+        # each row opens with its images: <vision_start>, one token per 2x2 patches, <vision_end>, then text
+        grid = cell.image_side // cfg["vision_config"]["patch_size"]
+        tokens = grid * grid // 4
+        ids[ids < 10] += 10                 # no stray image or vision marker ids in the text
+        pos = 0
+        for _ in range(cell.images):
+            ids[:, pos] = cfg["vision_start_token_id"]
+            ids[:, pos + 1:pos + 1 + tokens] = cfg["image_token_id"]
+            ids[:, pos + 1 + tokens] = cfg["vision_end_token_id"]
+            pos += tokens + 2
+        labels = ids.clone()
+        if cell.padded:
+            labels[mask == 0] = -100
+        batch["labels"] = labels
+        patch = 3 * cfg["vision_config"]["temporal_patch_size"] * cfg["vision_config"]["patch_size"] ** 2
+        # float32, as the image processor returns them
+        batch["pixel_values"] = torch.randn(cell.batch * cell.images * grid * grid, patch, generator=g)
+        batch["image_grid_thw"] = torch.tensor([[1, grid, grid]] * (cell.batch * cell.images))
 
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]

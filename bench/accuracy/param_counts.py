@@ -1,9 +1,12 @@
 """Reference parameter counts for every catalog model, from transformers itself.
 
-Builds each knowledge/models.yaml entry with ``AutoModelForCausalLM.from_config``
-on the meta device (no weights, no downloads, no network), counts its parameters
-and writes ``bench/accuracy/data/param_counts.json``; prints catalog vs
-transformers.  tests/test_catalog.py compares the catalog against that file.
+Builds each knowledge/models.yaml entry on the meta device (no weights, no
+downloads, no network) from the same config.json keys the catalog reads: with
+``AutoModelForCausalLM.from_config``, or ``AutoModelForImageTextToText`` for a
+vision-language model and ``AutoModelForSeq2SeqLM`` for T5; counts its
+parameters and writes ``bench/accuracy/data/param_counts.json``; prints catalog
+vs transformers for every model.  tests/test_catalog.py compares the catalog
+against that file.
 
 Remote-code architectures are counted with the transformers class whose
 parameter layout is identical (see ``tf_config``):
@@ -30,10 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "accuracy" / "data" / "param_counts.json"
 
-from oomdoctor.catalog import ModelShape, load_models  # noqa: E402
+from oomdoctor.catalog import ModelShape, load_models, to_hf_config  # noqa: E402
+from oomdoctor.catalog.hf_config import MULTIMODAL_TYPES  # noqa: E402
+from oomdoctor.catalog.models import catalog_config  # noqa: E402
 
 # remote-code model types -> transformers model type with the same parameter layout
 SUBSTITUTES = {"chatglm": "glm", "baichuan": "llama", "internlm2": "llama"}
+# model_type spellings of a config.json that transformers builds under another name (same layout)
+RENAMED = {"kimi_k2": "deepseek_v3"}
 
 
 def tf_config(shape: ModelShape) -> tuple[str, dict]:
@@ -52,24 +59,36 @@ def tf_config(shape: ModelShape) -> tuple[str, dict]:
                 raise ValueError(f"{shape.id}: LlamaConfig cannot express q/k/v bias without o bias")
             kw["mlp_bias"] = shape.mlp_bias
         return target, kw
-    cfg = shape.to_hf_config()
+    cfg = to_hf_config(shape)
     mt = cfg.pop("model_type")
     if not cfg.get("max_position_embeddings"):
         cfg["max_position_embeddings"] = 4096
     return mt, cfg
 
 
+def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
+    """(model_type, config kwargs) from the config.json keys a generated entry was built from."""
+    config = catalog_config(shape.id)
+    if config is None or shape.model_type in SUBSTITUTES:
+        return None
+    kw = {k: v for k, v in config.items() if k != "model_type"}
+    mt = RENAMED.get(config["model_type"], config["model_type"])
+    return mt, kw
+
+
 def count(shape: ModelShape):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSeq2SeqLM
 
-    mt, kw = tf_config(shape)
+    mt, kw = from_catalog_config(shape) or tf_config(shape)
     kw.setdefault("pad_token_id", None)
     config = AutoConfig.for_model(mt, **kw)
+    auto = (AutoModelForImageTextToText if mt in MULTIMODAL_TYPES and "vision_config" in kw
+            else AutoModelForSeq2SeqLM if mt in ("t5", "mt5") else AutoModelForCausalLM)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+            model = auto.from_config(config)
     n = sum(p.numel() for p in model.parameters())  # tied weights are yielded once
     return n, type(model).__name__, mt
 
@@ -102,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             "class": cls,
             "transformers_model_type": mt,
             "catalog_model_type": shape.model_type,
-            "substitute": mt != shape.model_type,
+            "substitute": shape.model_type in SUBSTITUTES,
             "transformers": transformers.__version__,
             "torch": torch.__version__,
         }

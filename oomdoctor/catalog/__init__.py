@@ -17,7 +17,7 @@ import functools
 import re
 
 
-from .fuzzy import ModelMention, find_models_in_text, normalize_tokens, resolve_model
+from .fuzzy import ModelMention, find_models_in_text, resolve_model
 from .gpus import (
     GPU,
     GpuMention,
@@ -31,7 +31,9 @@ from .gpus import (
     resolve_gpu,
     resolve_gpu_scored,
 )
+from .hf_config import from_hf_config, to_hf_config
 from .models import CatalogError, all_models, get_model, load_models
+from .names import normalize_tokens
 from .shape import (
     SUPPORTED_MODEL_TYPES,
     Linear,
@@ -45,9 +47,9 @@ from .shape import (
 
 
 def shape_from_config(config: dict) -> ModelShape | None:
-    """``ModelShape.from_hf_config`` that returns ``None`` for unsupported or broken configs."""
+    """``from_hf_config`` that returns ``None`` for unsupported or broken configs."""
     try:
-        return ModelShape.from_hf_config(config)
+        return from_hf_config(config)
     except ShapeError:
         return None
 
@@ -134,6 +136,39 @@ def find_model_mentions(text: str) -> list[tuple[str, str]]:
     return [(m.shape.id, m.text) for piece in lines for m in find_models_in_text(piece)]
 
 
+# A model name as people write one: an optional Hub owner, then letters/digits joined by - _ . (bounded parts,
+# no nested quantifiers); only names with a size ("8b", "0.5B", "8x7b") are kept, see find_model_names.
+_NAME_RE = re.compile(r"(?<![\w./-])((?:[A-Za-z0-9][\w.-]{0,38}/)?[A-Za-z][A-Za-z0-9]{0,30}(?:[-_.][A-Za-z0-9]{1,30}){1,8})"
+                      r"(?![\w/-])")
+_HAS_SIZE = re.compile(r"(?i)(?<![a-z0-9])(?:\d{1,3}x)?\d{1,4}(?:\.\d{1,3})?[bm](?![a-z0-9])")
+_MAX_NAME_SCAN = 64
+
+
+def find_model_names(text: str) -> list[tuple[str, str]]:
+    """``(name, matched text)`` for model names the catalog does not know but that say their size
+    ("openchat-3.6-8b", "org/Some-Finetune-13B"): the estimate reads them through the Hub (when the lookup is
+    on) or from the name (``hub.lookup``).  Names the catalog knows are ``find_model_mentions``'."""
+    from .hub import repo_id_of
+    from .name_parse import parse_model_name
+
+    if not isinstance(text, str) or not text:
+        return []
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for m in _NAME_RE.finditer(text[:4_000_000]):
+        name = m.group(1).rstrip(".")
+        if name in seen or not _HAS_SIZE.search(name):
+            continue
+        seen.add(name)
+        if len(seen) > _MAX_NAME_SCAN:
+            break
+        if resolve_model_id(name) is not None:
+            continue
+        if repo_id_of(name) is not None or parse_model_name(name) is not None:
+            out.append((name, m.group(1)))
+    return out
+
+
 def find_gpu_mentions(text: str) -> list[tuple[str, float, str]]:
     """``(gpu id, memory GiB, matched text)`` for each GPU named in ``text``, in order of first appearance."""
     lowered = text.lower()
@@ -147,11 +182,12 @@ def find_gpu_mentions(text: str) -> list[tuple[str, float, str]]:
 
 
 __all__ = [
-    "ModelShape", "Linear", "generic", "parse_size", "SUPPORTED_MODEL_TYPES",
+    "ModelShape", "Linear", "generic", "parse_size", "SUPPORTED_MODEL_TYPES", "from_hf_config", "to_hf_config",
     "load_models", "get_model", "all_models",
     "resolve_model", "find_models_in_text", "ModelMention", "normalize_tokens",
     "GPU", "GpuMention", "SmiGpu", "load_gpus", "get_gpu", "all_gpus", "resolve_gpu",
     "resolve_gpu_scored", "find_gpus_in_text", "parse_nvidia_smi_name", "parse_nvidia_smi",
     "shape_from_config", "resolve_model_id", "resolve_gpu_id", "find_model_mentions", "find_gpu_mentions",
+    "find_model_names",
     "CatalogError", "ShapeError", "UnsupportedModelType",
 ]

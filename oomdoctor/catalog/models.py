@@ -10,7 +10,9 @@ from typing import Any, Iterable, Mapping
 import yaml
 from ..schema import suggest as did_you_mean
 
-from .shape import EXPERT_NAMES, LAYOUTS, ModelShape, ShapeError, _TYPE_DEFAULTS
+from .hf_config import from_hf_config
+from .names import alias_keys
+from .shape import EXPERT_NAMES, LAYOUTS, ROUTER_NAMES, ModelShape, ShapeError, _TYPE_DEFAULTS
 
 __all__ = [
     "CatalogError",
@@ -73,6 +75,16 @@ MOE_KEYS: dict[str, type | tuple[type, ...]] = {
     "expert_naming": str,
 }
 MOE_REQUIRED = ("experts", "experts_active")
+# An entry generated from a real config.json (scripts/build_catalog.py): the shape is read from the file.
+CONFIG_ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "names": list, "hf_id": str, "config": dict, "source": str,
+    "family": str, "size": str, "source_note": str,
+}
+CONFIG_ENTRY_REQUIRED = ("id", "names", "hf_id", "config", "source")
+# Inline shapes (typed by hand, for architectures whose config.json could not be found) are limited to the
+# Llama-family types the first catalog was written in; every other architecture needs its config.json.
+INLINE_TYPES = ("baichuan", "chatglm", "deepseek_v2", "gemma", "gemma2", "gemma3_text", "glm", "internlm2",
+                "llama", "mistral", "mixtral", "phi3", "phimoe", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 MLA_KEYS: dict[str, type | tuple[type, ...]] = {
     "q_lora_rank": int,
     "kv_lora_rank": int,
@@ -111,11 +123,39 @@ def _check_keys(where: str, data: Mapping[str, Any], allowed: Mapping[str, Any],
             )
 
 
+_CONFIGS: dict[str, dict[str, Any]] = {}
+
+
+def catalog_config(model_id: str) -> dict[str, Any] | None:
+    """The config.json keys a generated catalog entry was built from (None for typed entries)."""
+    load_models()
+    return _CONFIGS.get(model_id)
+
+
+def _config_entry_to_shape(where: str, entry: Mapping[str, Any]) -> ModelShape:
+    _check_keys(where, entry, CONFIG_ENTRY_KEYS, CONFIG_ENTRY_REQUIRED)
+    try:
+        shape = from_hf_config(entry["config"], id=entry["id"])
+    except ShapeError as exc:
+        raise CatalogError(f"{where}: config: {exc}") from None
+    _CONFIGS[entry["id"]] = dict(entry["config"])
+    return shape.replace(family=entry.get("family", ""), size=entry.get("size", ""), hf_id=entry["hf_id"],
+                         names=tuple(entry["names"]), source=entry["source"], notes=entry.get("source_note", ""),
+                         source_config="config.json")
+
+
 def _entry_to_shape(path: str, idx: int, entry: Any) -> ModelShape:
     if not isinstance(entry, Mapping):
         raise CatalogError(f"{path}: entry #{idx} must be a mapping, got {type(entry).__name__}")
     ident = entry.get("id") if isinstance(entry.get("id"), str) else f"#{idx}"
     where = f"{path}: model {ident!r}"
+    names = entry.get("names")
+    if isinstance(names, list) and (not names or not all(isinstance(n, str) and n.strip() for n in names)):
+        raise CatalogError(f"{where}: 'names' must be a non-empty list of non-empty strings")
+    if isinstance(entry.get("source"), str) and not entry["source"].startswith("https://"):
+        raise CatalogError(f"{where}: 'source' must be an https:// URL, got {entry['source']!r}")
+    if "config" in entry:
+        return _config_entry_to_shape(where, entry)
     allowed = {**REQUIRED_KEYS, **OPTIONAL_KEYS}
     _check_keys(where, entry, allowed, REQUIRED_KEYS)
     names = entry["names"]
@@ -124,8 +164,9 @@ def _entry_to_shape(path: str, idx: int, entry: Any) -> ModelShape:
     if not entry["source"].startswith("https://"):
         raise CatalogError(f"{where}: 'source' must be an https:// URL, got {entry['source']!r}")
     mt = entry["model_type"]
-    if mt not in _TYPE_DEFAULTS:
-        raise CatalogError(f"{where}: unknown model_type {mt!r}{did_you_mean(mt, _TYPE_DEFAULTS)}")
+    if mt not in INLINE_TYPES:
+        raise CatalogError(f"{where}: unknown model_type {mt!r}{did_you_mean(mt, INLINE_TYPES)} "
+                           f"(other architectures are read from their config.json: give 'config')")
     layout_d, naming_d, npl_d, qkn_d, _norm_d = _TYPE_DEFAULTS[mt]
     if "layout" in entry and entry["layout"] not in LAYOUTS:
         raise CatalogError(f"{where}: unknown layout {entry['layout']!r}{did_you_mean(entry['layout'], LAYOUTS)}")
@@ -142,6 +183,7 @@ def _entry_to_shape(path: str, idx: int, entry: Any) -> ModelShape:
         layout=entry.get("layout", layout_d), expert_naming=naming_d,
         max_position=entry["max_position"], family=entry.get("family", ""), size=entry.get("size", ""),
         hf_id=entry["hf_id"], names=tuple(names), source=entry["source"], notes=entry.get("notes", ""),
+        router_name=ROUTER_NAMES.get(mt, "gate"),
     )
     if "moe" in entry:
         moe = entry["moe"]
@@ -188,8 +230,6 @@ def parse_models(data: Any, path: str = "<models.yaml>") -> dict[str, ModelShape
             raise CatalogError(f"{path}: model {shape.id!r}: duplicate id")
         out[shape.id] = shape
     # aliases must not point at two different entries
-    from .fuzzy import alias_keys  # local import: fuzzy depends on this module
-
     owner: dict[tuple[str, ...], str] = {}
     for shape in out.values():
         for alias, key in alias_keys(shape):

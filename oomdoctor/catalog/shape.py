@@ -1,11 +1,13 @@
 """Model shapes: the numbers that determine parameter count and memory.
 
-A :class:`ModelShape` holds the architecture hyper-parameters of one decoder-only
-LLM (as found in its ``config.json``) plus the few layout facts that matter for
-counting parameters exactly: which projections are fused, which carry a bias,
-how many norms a layer has, Mixture-of-Experts and Multi-head-Latent-Attention
-dimensions.  Everything here is pure Python (no torch); parameter counts are
-computed from the shape, never stored.
+A :class:`ModelShape` holds the architecture hyper-parameters of one model (as
+found in its ``config.json``) plus the layout facts that matter for counting
+parameters exactly the way transformers builds the model: which projections are
+fused, which carry a bias, how many norms a layer has, Mixture-of-Experts and
+Multi-head-Latent-Attention dimensions, a vision tower (:class:`Tower`) and,
+for encoder-decoder models, the encoder.  Everything here is pure Python (no
+torch); parameter counts are computed from the shape, never stored.
+``oomdoctor.catalog.hf_config`` reads a ``config.json`` into a shape.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Mapping
 __all__ = [
     "Linear",
     "ModelShape",
+    "Tower",
     "ShapeError",
     "UnsupportedModelType",
     "SUPPORTED_MODEL_TYPES",
@@ -48,7 +51,11 @@ class Linear:
     ``name`` is the HF module name (what a LoRA ``target_modules`` entry
     matches), ``count`` how many such modules the whole model has (experts
     included), ``kind`` one of ``attn``, ``mlp``, ``expert``,
-    ``shared_expert``, ``router``, ``lm_head``.
+    ``shared_expert``, ``router``, ``lm_head``, ``vision``, ``projector``.
+    Routed experts are not modules in transformers 5: each MoE layer stores
+    them as two 3-D parameters, ``experts.gate_up_proj`` and
+    ``experts.down_proj``, and a ``Linear`` of kind ``expert`` stands for one
+    expert's slice of them (``count`` = MoE layers × experts).
     """
 
     name: str
@@ -67,7 +74,39 @@ class Linear:
         return self.params_each * self.count
 
 
-# Module names per layout.  ``qkv``/``gate_up`` set means the projection is fused.
+@dataclass(frozen=True)
+class Tower:
+    """A vision encoder with the projector that feeds its output to the language model.
+
+    ``params`` is every parameter of the tower and projector, computed from the
+    config by ``hf_config``; ``linears`` are its ``nn.Linear`` modules (what
+    peft's ``all-linear`` reaches).  Image tokens: ``tokens_per_image`` when the
+    model always reads a fixed number (LLaVA, Gemma 3, Mllama); 0 when they
+    follow the image's resolution (Qwen2-VL and its successors: one token per
+    ``patch·merge`` square of pixels).
+    """
+
+    model_type: str
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    patch: int
+    params: int
+    linears: tuple[Linear, ...] = ()
+    image_size: int = 0
+    merge: int = 1
+    temporal_patch: int = 1
+    tokens_per_image: int = 0
+    tiles: int = 1                  # Mllama: an image is cut into up to this many tiles, each encoded
+
+    @property
+    def linear_params(self) -> int:
+        return sum(l.params for l in self.linears)
+
+
+# Module names per layout.  ``qkv``/``gate_up`` set means the projection is fused; ``gate`` None and
+# ``gate_up`` None means a plain two-matrix MLP (``up`` then ``down``).
 LAYOUTS: dict[str, dict[str, str | None]] = {
     "llama": dict(q="q_proj", k="k_proj", v="v_proj", qkv=None, o="o_proj",
                   gate="gate_proj", up="up_proj", gate_up=None, down="down_proj"),
@@ -81,15 +120,28 @@ LAYOUTS: dict[str, dict[str, str | None]] = {
                      gate="gate_proj", up="up_proj", gate_up=None, down="down_proj"),
     "internlm2": dict(q=None, k=None, v=None, qkv="wqkv", o="wo",
                       gate="w1", up="w3", gate_up=None, down="w2"),
-    # DeepSeek-V2 multi-head latent attention; MLP names as llama.
+    # DeepSeek-V2/V3 multi-head latent attention; MLP names as llama.
     "mla": dict(q="q_proj", k=None, v=None, qkv=None, o="o_proj",
                 gate="gate_proj", up="up_proj", gate_up=None, down="down_proj"),
+    # GPT-2: Conv1D modules (weights stored transposed; the same parameter count).
+    "gpt2": dict(q=None, k=None, v=None, qkv="c_attn", o="c_proj",
+                 gate=None, up="c_fc", gate_up=None, down="c_proj"),
+    # GPT-NeoX / Pythia, BLOOM, Falcon.
+    "neox": dict(q=None, k=None, v=None, qkv="query_key_value", o="dense",
+                 gate=None, up="dense_h_to_4h", gate_up=None, down="dense_4h_to_h"),
+    "opt": dict(q="q_proj", k="k_proj", v="v_proj", qkv=None, o="out_proj",
+                gate=None, up="fc1", gate_up=None, down="fc2"),
+    # T5: v1.0 has wi/wo, v1.1 and Flan-T5 a gated wi_0/wi_1/wo.
+    "t5": dict(q="q", k="k", v="v", qkv=None, o="o", gate="wi_0", up="wi_1", gate_up=None, down="wo"),
 }
 
 EXPERT_NAMES = {
-    "w123": dict(gate="w1", up="w3", down="w2"),          # Mixtral, PhiMoE
+    "w123": dict(gate="w1", up="w3", down="w2"),          # Mixtral, PhiMoE (transformers 4 checkpoints)
     "proj": dict(gate="gate_proj", up="up_proj", down="down_proj"),  # Qwen-MoE, DeepSeek
 }
+# The two 3-D parameters transformers 5 stores each MoE layer's routed experts in.
+EXPERTS_GATE_UP = "experts.gate_up_proj"
+EXPERTS_DOWN = "experts.down_proj"
 
 # model_type -> (layout, expert naming, norms per layer, qk_norm, norm kind)
 _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
@@ -106,18 +158,37 @@ _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
     "phi3": ("phi3", "proj", 2, False, "rmsnorm"),
     "phimoe": ("llama", "w123", 2, False, "layernorm"),
     "deepseek_v2": ("mla", "proj", 2, False, "rmsnorm"),
+    "deepseek_v3": ("mla", "proj", 2, False, "rmsnorm"),
     "glm": ("glm", "proj", 2, False, "rmsnorm"),
+    "glm4": ("glm", "proj", 4, False, "rmsnorm"),
+    "glm4_moe": ("llama", "proj", 2, False, "rmsnorm"),
     "chatglm": ("chatglm", "proj", 2, False, "rmsnorm"),
     "baichuan": ("baichuan", "proj", 2, False, "rmsnorm"),
     "internlm2": ("internlm2", "proj", 2, False, "rmsnorm"),
+    "gpt_oss": ("llama", "proj", 2, False, "rmsnorm"),
+    "llama4_text": ("llama", "proj", 2, False, "rmsnorm"),
+    "olmo2": ("llama", "proj", 2, True, "rmsnorm"),
+    "smollm3": ("llama", "proj", 2, False, "rmsnorm"),
+    "gpt2": ("gpt2", "proj", 2, False, "layernorm"),
+    "gpt_neox": ("neox", "proj", 2, False, "layernorm"),
+    "bloom": ("neox", "proj", 2, False, "layernorm"),
+    "falcon": ("neox", "proj", 1, False, "layernorm"),
+    "opt": ("opt", "proj", 2, False, "layernorm"),
+    "t5": ("t5", "proj", 3, False, "rmsnorm"),
 }
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_TYPE_DEFAULTS)) + ("gemma3", "yi")
+# The router module's name where it is not ``gate``.
+ROUTER_NAMES = {"phimoe": "router", "gpt_oss": "router", "llama4_text": "router"}
+
+# Model types whose MLP is two matrices with an activation between (no gate).
+PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "bloom", "falcon", "opt"})
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_TYPE_DEFAULTS))
 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """Architecture of one decoder-only model; see the module docstring."""
+    """Architecture of one model; see the module docstring."""
 
     id: str
     model_type: str
@@ -161,6 +232,26 @@ class ModelShape:
     source: str = ""
     notes: str = ""
     assumption: str | None = None
+    # Layout details of the families beyond Llama (defaults keep a Llama-style decoder).
+    mlp_gated: bool = True            # SwiGLU/GeGLU (three matrices); False: up, activation, down
+    qk_norm_full: bool = False        # OLMo 2: q_norm over all heads (q_dim) and k_norm over kv_dim
+    pos_embeddings: int = 0           # rows of a learned absolute position table (GPT-2, OPT)
+    embed_norm: bool = False          # BLOOM: a LayerNorm right after the word embeddings
+    router_name: str = "gate"         # the router module's name ("router" in PhiMoE, gpt-oss, Llama 4)
+    expert_bias: bool = False         # gpt-oss: biases on the expert matrices
+    extra_params: int = 0             # odd parameters computed from the config (attention sinks, T5's
+                                      # relative position biases, projections between embedding widths)
+    extra_linears: tuple[Linear, ...] = ()   # linear modules outside the layers (OPT-350m's project_in/out)
+    vision: Tower | None = None
+    encoder_layers: int = 0           # encoder-decoder models: ``layers`` is the decoder's depth
+    source_config: str = ""           # catalog entries: the config.json file under knowledge/model_configs
+    checkpoint_format: str = ""       # how the published weights are stored when not plain 16-bit ("mxfp4")
+    text_only: bool = False           # the config describes only the language model of a multimodal release
+    experts_fused: bool = True        # transformers 5 layout; False: transformers 4's one nn.Linear per expert
+    embed_dim: int = 0                # OPT-350m: embeddings narrower than the layers (0: ``hidden``)
+    final_norm: bool = True           # OPT-350m has no norm after the last layer
+    dropout: float = 0.0              # T5's dropout_rate: dropout layers that keep masks in training
+    output_router_logits: bool = False  # MoE: the load-balancing loss is computed (it keeps each layer's routing)
 
     def __post_init__(self) -> None:
         ints = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
@@ -190,6 +281,10 @@ class ModelShape:
                 raise ShapeError(f"{self.id}: MLA layout needs kv_lora_rank, qk_rope_head_dim, v_head_dim")
             if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
                 raise ShapeError(f"{self.id}: MLA head_dim must equal qk_nope_head_dim + qk_rope_head_dim")
+        for name in ("pos_embeddings", "extra_params", "encoder_layers", "embed_dim"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_PARAMS:
+                raise ShapeError(f"{self.id or 'shape'}: {name} must be a non-negative int, got {v!r}")
         if self.param_count() > MAX_PARAMS:
             raise ShapeError(f"{self.id or 'shape'}: {str(self.param_count())[:20]}… parameters is beyond any model "
                              f"(at most {MAX_PARAMS:.0e})")
@@ -221,22 +316,30 @@ class ModelShape:
         return self.experts > 0
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        return self.encoder_layers > 0
+
+    @property
     def n_moe_layers(self) -> int:
         return self.layers - len(self.dense_layers) if self.experts else 0
 
     @property
     def n_dense_mlp_layers(self) -> int:
-        return len(self.dense_layers) if self.experts else self.layers
+        return len(self.dense_layers) if self.experts else self.layers + self.encoder_layers
 
     # ------------------------------------------------------------------ counts
+    @property
+    def embed_width(self) -> int:
+        return self.embed_dim or self.hidden
+
     def embedding_params(self) -> int:
-        return self.vocab * self.hidden
+        return self.vocab * self.embed_width + self.pos_embeddings * self.hidden
 
     def lm_head_params(self) -> int:
         """0 when the output projection is tied to the input embedding."""
         if self.tied_embeddings:
             return 0
-        return self.vocab * self.hidden + (self.vocab if self.lm_head_bias else 0)
+        return self.vocab * self.embed_width + (self.vocab if self.lm_head_bias else 0)
 
     def lm_head_linear(self) -> Linear:
         """The output projection (present, if tied, as the embedding's shared weight)."""
@@ -247,14 +350,21 @@ class ModelShape:
 
     def norm_params(self) -> int:
         per_layer = self.norms_per_layer * self._norm_width(self.hidden)
-        if self.qk_norm:
+        if self.qk_norm_full:
+            per_layer += self.q_dim + self.kv_dim
+        elif self.qk_norm:
             per_layer += 2 * self.head_dim
         if self.layout == "mla":
             per_layer += self.kv_lora_rank + (self.q_lora_rank or 0)
-        return self.layers * per_layer + self._norm_width(self.hidden)
+        outside = self._norm_width(self.hidden) * (int(self.final_norm) + int(self.embed_norm))
+        if self.encoder_layers:
+            # T5: the encoder's layers have two norms (attention, feed-forward), and it has its own final norm
+            outside += self.encoder_layers * 2 * self._norm_width(self.hidden) + self._norm_width(self.hidden)
+        return self.layers * per_layer + outside
 
     def linear_layers(self) -> list[Linear]:
-        """Every linear layer kind except lm_head, with its whole-model count."""
+        """Every linear layer kind of the language model except lm_head, with its whole-model count
+        (a vision tower's are in ``vision.linears``)."""
         L = self.layers
         names = LAYOUTS[self.layout]
         out: list[Linear] = []
@@ -272,28 +382,34 @@ class ModelShape:
                               self.heads * (self.qk_nope_head_dim + self.v_head_dim), L, False))
             out.append(Linear("o_proj", self.heads * self.v_head_dim, self.hidden, L, self.o_bias))
         else:
+            # T5: the encoder's self-attention, the decoder's self-attention and its cross-attention
+            blocks = self.encoder_layers + 2 * L if self.encoder_layers else L
             if names["qkv"]:
-                out.append(Linear(names["qkv"], self.hidden, self.q_dim + 2 * self.kv_dim, L,
+                out.append(Linear(names["qkv"], self.hidden, self.q_dim + 2 * self.kv_dim, blocks,
                                   self.attention_bias))
             else:
-                out.append(Linear(names["q"], self.hidden, self.q_dim, L, self.attention_bias))
-                out.append(Linear(names["k"], self.hidden, self.kv_dim, L, self.attention_bias))
-                out.append(Linear(names["v"], self.hidden, self.kv_dim, L, self.attention_bias))
-            out.append(Linear(names["o"], self.q_dim, self.hidden, L, self.o_bias))
+                out.append(Linear(names["q"], self.hidden, self.q_dim, blocks, self.attention_bias))
+                out.append(Linear(names["k"], self.hidden, self.kv_dim, blocks, self.attention_bias))
+                out.append(Linear(names["v"], self.hidden, self.kv_dim, blocks, self.attention_bias))
+            out.append(Linear(names["o"], self.q_dim, self.hidden, blocks, self.o_bias))
         # dense MLPs
         nd = self.n_dense_mlp_layers
         if nd:
             out.extend(self._mlp(names, self.intermediate, nd, "mlp"))
-        # MoE blocks
+        # MoE blocks: the router, the routed experts (two 3-D parameters a layer), the shared experts
         nm = self.n_moe_layers
         if nm:
-            out.append(Linear("gate", self.hidden, self.experts, nm, self.router_bias, "router"))
-            en = EXPERT_NAMES[self.expert_naming]
+            out.append(Linear(self.router_name, self.hidden, self.experts, nm, self.router_bias, "router"))
             width = self.moe_intermediate or self.intermediate
             cnt = nm * self.experts
-            out.append(Linear(en["gate"], self.hidden, width, cnt, self.mlp_bias, "expert"))
-            out.append(Linear(en["up"], self.hidden, width, cnt, self.mlp_bias, "expert"))
-            out.append(Linear(en["down"], width, self.hidden, cnt, self.mlp_bias, "expert"))
+            if self.experts_fused:
+                out.append(Linear(EXPERTS_GATE_UP, self.hidden, 2 * width, cnt, self.expert_bias, "expert"))
+                out.append(Linear(EXPERTS_DOWN, width, self.hidden, cnt, self.expert_bias, "expert"))
+            else:
+                en = EXPERT_NAMES[self.expert_naming]
+                out.append(Linear(en["gate"], self.hidden, width, cnt, self.expert_bias, "expert"))
+                out.append(Linear(en["up"], self.hidden, width, cnt, self.expert_bias, "expert"))
+                out.append(Linear(en["down"], width, self.hidden, cnt, self.expert_bias, "expert"))
             if self.shared_expert_intermediate:
                 sw = self.shared_expert_intermediate
                 out.append(Linear("gate_proj", self.hidden, sw, nm, self.mlp_bias, "shared_expert"))
@@ -301,24 +417,32 @@ class ModelShape:
                 out.append(Linear("down_proj", sw, self.hidden, nm, self.mlp_bias, "shared_expert"))
             if self.shared_expert_gate:
                 out.append(Linear("shared_expert_gate", self.hidden, 1, nm, False, "router"))
+        out.extend(self.extra_linears)
         return out
 
     def _mlp(self, names: Mapping[str, str | None], width: int, count: int, kind: str) -> list[Linear]:
         out = []
         if names["gate_up"]:
             out.append(Linear(names["gate_up"], self.hidden, 2 * width, count, self.mlp_bias, kind))
-        else:
+        elif self.mlp_gated and names["gate"]:
             out.append(Linear(names["gate"], self.hidden, width, count, self.mlp_bias, kind))
             out.append(Linear(names["up"], self.hidden, width, count, self.mlp_bias, kind))
+        else:
+            up = "wi" if self.layout == "t5" else names["up"]
+            out.append(Linear(up, self.hidden, width, count, self.mlp_bias, kind))
         out.append(Linear(names["down"], width, self.hidden, count, self.mlp_bias, kind))
         return out
 
     def linear_params(self) -> int:
         return sum(l.params for l in self.linear_layers())
 
+    def vision_params(self) -> int:
+        return self.vision.params if self.vision is not None else 0
+
     def param_count(self) -> int:
-        """Total parameters, exact (tied weights counted once)."""
-        return self.embedding_params() + self.lm_head_params() + self.norm_params() + self.linear_params()
+        """Total parameters, exact (tied weights counted once), vision tower included."""
+        return (self.embedding_params() + self.lm_head_params() + self.norm_params() + self.linear_params()
+                + self.extra_params + self.vision_params())
 
     def active_param_count(self) -> int:
         """Parameters used per token: only ``experts_active`` routed experts (equals
@@ -333,211 +457,15 @@ class ModelShape:
         return self.param_count() / 1e9
 
     def lora_targets(self) -> list[str]:
-        """Distinct HF module names a LoRA on all linear layers would target."""
+        """Distinct names of the language model's nn.Linear modules (routers and experts left out)."""
         seen: list[str] = []
         for l in self.linear_layers():
-            if l.kind != "router" and l.name not in seen:
+            if l.kind not in ("router", "expert") and l.name not in seen:
                 seen.append(l.name)
         return seen
 
     def replace(self, **changes: Any) -> "ModelShape":
         return dataclasses.replace(self, **changes)
-
-    # ------------------------------------------------------------------ config.json
-    @classmethod
-    def from_hf_config(cls, config: Mapping[str, Any], id: str | None = None) -> "ModelShape":
-        """Build a shape from a pasted ``config.json`` (as a dict)."""
-        return _from_hf_config(config, id)
-
-    def to_hf_config(self) -> dict[str, Any]:
-        """A ``config.json``-style dict in this model's own format (inverse of ``from_hf_config``)."""
-        return _to_hf_config(self)
-
-
-# ---------------------------------------------------------------------- config parsing
-# transformers' Gemma3TextConfig defaults (checked against transformers 5.24).
-_GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
-    "tie_word_embeddings": True,
-}
-
-
-def _req(cfg: Mapping[str, Any], *keys: str, where: str = "") -> Any:
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    raise ShapeError(f"config.json{where} is missing {' / '.join(repr(k) for k in keys)}")
-
-
-def _opt(cfg: Mapping[str, Any], key: str, default: Any) -> Any:
-    v = cfg.get(key)
-    return default if v is None else v
-
-
-def _from_hf_config(config: Mapping[str, Any], id: str | None) -> ModelShape:
-    if not isinstance(config, Mapping):
-        raise ShapeError(f"config must be a dict (parsed config.json), got {type(config).__name__}")
-    raw_type = config.get("model_type")
-    if not raw_type:
-        raise ShapeError("config.json has no 'model_type'; cannot tell the architecture")
-    mt = str(raw_type)
-    cfg: Mapping[str, Any] = config
-    if mt == "gemma3":  # multimodal wrapper: text tower only
-        if not isinstance(config.get("text_config"), Mapping):
-            raise ShapeError("gemma3 config.json without a 'text_config' block")
-        cfg = dict(config["text_config"])
-        mt = "gemma3_text"
-    if mt == "gemma3_text":
-        # Gemma 3 config.json files leave out keys that equal Gemma3TextConfig's defaults
-        # (e.g. vocab_size in gemma-3-27b-it's text_config); fill them in the same way.
-        cfg = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
-    if mt.lower() == "yi":
-        mt = "llama"
-    if mt not in _TYPE_DEFAULTS:
-        raise UnsupportedModelType(
-            f"model_type {raw_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
-        )
-    layout, expert_naming, norms_per_layer, qk_norm, norm = _TYPE_DEFAULTS[mt]
-    name = id or str(config.get("_name_or_path") or f"custom-{mt}")
-    kw: dict[str, Any] = dict(
-        id=name, model_type=mt, layout=layout, expert_naming=expert_naming,
-        norms_per_layer=norms_per_layer, qk_norm=qk_norm, norm=norm,
-    )
-
-    if mt == "chatglm":
-        hidden = int(_req(cfg, "hidden_size"))
-        heads = int(_req(cfg, "num_attention_heads"))
-        mq = bool(cfg.get("multi_query_attention", False))
-        kv_heads = int(_req(cfg, "multi_query_group_num")) if mq else heads
-        kw.update(
-            layers=int(_req(cfg, "num_layers", "num_hidden_layers")), hidden=hidden, heads=heads,
-            kv_heads=kv_heads, head_dim=int(_opt(cfg, "kv_channels", hidden // heads)),
-            intermediate=int(_req(cfg, "ffn_hidden_size")),
-            vocab=int(_req(cfg, "padded_vocab_size", "vocab_size")),
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            attention_bias=bool(cfg.get("add_qkv_bias", False)) or bool(cfg.get("add_bias_linear", False)),
-            o_bias=bool(cfg.get("add_bias_linear", False)), mlp_bias=bool(cfg.get("add_bias_linear", False)),
-            norm="rmsnorm" if cfg.get("rmsnorm", True) else "layernorm",
-            max_position=int(_opt(cfg, "seq_length", 0)),
-        )
-        return ModelShape(**kw)
-
-    hidden = int(_req(cfg, "hidden_size"))
-    heads = int(_req(cfg, "num_attention_heads"))
-    kv_heads = int(_opt(cfg, "num_key_value_heads", heads))
-    head_dim = cfg.get("head_dim")
-    kw.update(
-        layers=int(_req(cfg, "num_hidden_layers")), hidden=hidden, heads=heads, kv_heads=kv_heads,
-        head_dim=int(head_dim) if head_dim else hidden // heads,
-        intermediate=int(_req(cfg, "intermediate_size")), vocab=int(_req(cfg, "vocab_size")),
-        max_position=int(_opt(cfg, "max_position_embeddings", _opt(cfg, "model_max_length", 0))),
-    )
-    default_tied = mt in ("gemma", "gemma2", "gemma3_text")
-    kw["tied_embeddings"] = bool(_opt(cfg, "tie_word_embeddings", default_tied))
-    ab = bool(cfg.get("attention_bias", False))
-    if mt in ("llama", "mistral", "mixtral"):
-        kw.update(attention_bias=ab, o_bias=ab, mlp_bias=bool(cfg.get("mlp_bias", False)))
-    elif mt in ("qwen2", "qwen2_moe"):
-        kw.update(attention_bias=bool(_opt(cfg, "qkv_bias", True)))
-    elif mt in ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "glm"):
-        kw.update(attention_bias=bool(_opt(cfg, "attention_bias", mt == "glm")))
-    elif mt == "phi3":
-        kw.update(attention_bias=False)
-    elif mt == "phimoe":
-        kw.update(attention_bias=ab, o_bias=ab, lm_head_bias=bool(cfg.get("lm_head_bias", False)))
-    elif mt == "internlm2":
-        b = bool(cfg.get("bias", False))
-        kw.update(attention_bias=b, o_bias=b)
-    elif mt == "deepseek_v2":
-        kw.update(attention_bias=ab, o_bias=ab, mlp_bias=bool(cfg.get("mlp_bias", False)))
-
-    if mt in ("mixtral", "phimoe"):
-        kw.update(experts=int(_req(cfg, "num_local_experts")),
-                  experts_active=int(_req(cfg, "num_experts_per_tok")))
-    elif mt in ("qwen2_moe", "qwen3_moe"):
-        E = int(_req(cfg, "num_experts", "num_local_experts"))
-        step = int(_opt(cfg, "decoder_sparse_step", 1))
-        only = set(int(i) for i in (cfg.get("mlp_only_layers") or []))
-        L = kw["layers"]
-        dense = tuple(i for i in range(L) if i in only or not ((i + 1) % step == 0))
-        kw.update(experts=E, experts_active=int(_req(cfg, "num_experts_per_tok")),
-                  moe_intermediate=int(_req(cfg, "moe_intermediate_size")), dense_layers=dense)
-        if mt == "qwen2_moe":
-            sw = int(_opt(cfg, "shared_expert_intermediate_size", 0))
-            kw.update(shared_expert_intermediate=sw, shared_expert_gate=sw > 0)
-    elif mt == "deepseek_v2":
-        nope = int(_req(cfg, "qk_nope_head_dim"))
-        rope = int(_req(cfg, "qk_rope_head_dim"))
-        E = int(_opt(cfg, "n_routed_experts", 0))
-        kw.update(
-            q_lora_rank=int(cfg.get("q_lora_rank") or 0), kv_lora_rank=int(_req(cfg, "kv_lora_rank")),
-            qk_nope_head_dim=nope, qk_rope_head_dim=rope, v_head_dim=int(_req(cfg, "v_head_dim")),
-            head_dim=nope + rope,
-        )
-        if E:
-            k = int(_opt(cfg, "first_k_dense_replace", 0))
-            freq = int(_opt(cfg, "moe_layer_freq", 1))
-            if freq != 1:
-                raise ShapeError("deepseek_v2 with moe_layer_freq != 1 is not supported")
-            n_shared = int(_opt(cfg, "n_shared_experts", 0))
-            mi = int(_req(cfg, "moe_intermediate_size"))
-            kw.update(experts=E, experts_active=int(_req(cfg, "num_experts_per_tok")), moe_intermediate=mi,
-                      shared_expert_intermediate=mi * n_shared, dense_layers=tuple(range(k)))
-    return ModelShape(**kw)
-
-
-def _to_hf_config(s: ModelShape) -> dict[str, Any]:
-    mt = s.model_type
-    if mt == "chatglm":
-        return {
-            "model_type": "chatglm", "num_layers": s.layers, "hidden_size": s.hidden,
-            "num_attention_heads": s.heads, "multi_query_attention": s.kv_heads != s.heads,
-            "multi_query_group_num": s.kv_heads, "kv_channels": s.head_dim,
-            "ffn_hidden_size": s.intermediate, "padded_vocab_size": s.vocab,
-            "add_qkv_bias": s.attention_bias, "add_bias_linear": s.o_bias or s.mlp_bias,
-            "rmsnorm": s.norm == "rmsnorm", "seq_length": s.max_position,
-            "tie_word_embeddings": s.tied_embeddings,
-        }
-    d: dict[str, Any] = {
-        "model_type": mt, "num_hidden_layers": s.layers, "hidden_size": s.hidden,
-        "num_attention_heads": s.heads, "num_key_value_heads": s.kv_heads,
-        "intermediate_size": s.intermediate, "vocab_size": s.vocab,
-        "tie_word_embeddings": s.tied_embeddings, "max_position_embeddings": s.max_position,
-    }
-    if mt == "baichuan":
-        d.pop("num_key_value_heads")
-    always_head_dim = ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "glm")
-    if mt != "deepseek_v2" and (s.head_dim != s.hidden // s.heads or mt in always_head_dim):
-        d["head_dim"] = s.head_dim
-    if mt in ("llama", "mistral", "mixtral"):
-        d["attention_bias"] = s.attention_bias
-        d["mlp_bias"] = s.mlp_bias
-    elif mt in ("qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "glm", "phimoe", "deepseek_v2"):
-        d["attention_bias"] = s.attention_bias
-    elif mt == "internlm2":
-        d["bias"] = s.attention_bias
-    if mt == "phimoe":
-        d["lm_head_bias"] = s.lm_head_bias
-    if mt in ("mixtral", "phimoe"):
-        d["num_local_experts"] = s.experts
-        d["num_experts_per_tok"] = s.experts_active
-    elif mt in ("qwen2_moe", "qwen3_moe"):
-        d.update(num_experts=s.experts, num_experts_per_tok=s.experts_active,
-                 moe_intermediate_size=s.moe_intermediate, decoder_sparse_step=1,
-                 mlp_only_layers=list(s.dense_layers))
-        if mt == "qwen2_moe":
-            d["shared_expert_intermediate_size"] = s.shared_expert_intermediate
-    elif mt == "deepseek_v2":
-        d.update(q_lora_rank=s.q_lora_rank or None, kv_lora_rank=s.kv_lora_rank,
-                 qk_nope_head_dim=s.qk_nope_head_dim, qk_rope_head_dim=s.qk_rope_head_dim,
-                 v_head_dim=s.v_head_dim, mlp_bias=s.mlp_bias)
-        if s.experts:
-            n_shared = s.shared_expert_intermediate // s.moe_intermediate if s.moe_intermediate else 0
-            d.update(n_routed_experts=s.experts, num_experts_per_tok=s.experts_active,
-                     moe_intermediate_size=s.moe_intermediate, n_shared_experts=n_shared,
-                     first_k_dense_replace=len(s.dense_layers), moe_layer_freq=1)
-    return d
 
 
 # ---------------------------------------------------------------------- generic sizes

@@ -72,9 +72,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import anatomy
+from . import anatomy, mla
 from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB
+from .experts import Wrapped, merged_line, wrapped
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
 
@@ -104,6 +105,7 @@ class Context:
     first_input_grad: bool = True   # the first trained layer's input needs a gradient
     liger: bool = False             # Liger's RMSNorm and SwiGLU kernels replace transformers' modules
     fused_head: bool = False        # a fused loss (Liger, Cut Cross-Entropy) calls lm_head itself (see ``logits``)
+    wrapped: Wrapped = Wrapped()    # LoRA on fused expert weights (peft ParamWrapper; see ``experts``)
 
     @property
     def full_layers(self) -> bool:
@@ -156,13 +158,15 @@ def context(setup: Setup) -> Context:
         padding_mask=sdpa_padded, blocks=blocks, trained_layers=trained,
         weights_fp32=pr == 4 and p == 2 and not setup.quantized,
         router_trainable=router_trainable, first_input_grad=first_input_grad, liger=setup.liger_kernels,
-        fused_head=setup.loss in ("fused_linear", "cce"),
+        fused_head=setup.loss in ("fused_linear", "cce"), wrapped=wrapped(setup),
     )
 
 
 def _consumers(ctx: Context, role: str, expert: bool) -> list[tuple[str, bool, bool, float]]:
     """(name, weight trains, carries LoRA, instances per layer per token-copy) reading one tensor."""
-    return [(b.name, ctx.full_layers, b.name in ctx.targets, 1.0)
+    # A ParamWrapper makes the expert (or router) weight itself need a gradient: its input is kept as if it trained.
+    wrapped = (expert and ctx.wrapped.experts) or (role == anatomy.ROUTER and ctx.wrapped.router)
+    return [(b.name, ctx.full_layers or wrapped, b.name in ctx.targets, 1.0)
             for b in ctx.blocks if b.role == role and b.expert == expert]
 
 
@@ -254,8 +258,14 @@ def attention_items(ctx: Context) -> list[Item]:
     items = _norm(ctx, "input norm", d.hidden)
     items += input_saves(ctx, "attention", "input norm output", d.hidden, ctx.pr,
                          _consumers(ctx, anatomy.ATTN_IN, False))
+    if d.mla:
+        return mla.attention_items(ctx, items, _norm, input_saves, _consumers)
     if d.qk_norm:
         items.append(("norms", "q/k norms: inputs upcast to fp32", 4 * (d.q_dim + d.kv_dim)))
+        items.append(("norms", "q/k norms: rsqrt, one per head", 4 * (d.heads + d.kv_heads)))
+        if ctx.full_layers:
+            kept = 4 if d.gemma_norm else ctx.pr
+            items.append(("norms", "q/k norms: normalised inputs for the weights' gradient", kept * (d.q_dim + d.kv_dim)))
     kv_width = d.q_dim if ctx.expand_kv else d.kv_dim
     items.append(("attention", "rotated query", p * d.q_dim))
     items.append(("attention", "keys and values" + (" expanded by repeat_kv" if ctx.expand_kv else ""),
@@ -383,6 +393,9 @@ def activations(setup: Setup, rows: int) -> Activations:
     tuning the frozen layers below the trained ones keep nothing: no tensor
     there requires a gradient.
     """
+    if getattr(setup.model, "encoder_layers", 0):
+        from .encoder_decoder import activations as encoder_decoder_activations
+        return encoder_decoder_activations(setup, rows)
     ctx = context(setup)
     d, s = ctx.d, setup.seq_len
     T = rows * s
@@ -418,6 +431,28 @@ def activations(setup: Setup, rows: int) -> Activations:
         lines.append(line("activations.kept", layers=ctx.trained_layers, tokens=T, layer=one_layer,
                           summary=summary, outside=model_b,
                           first=line("activations.first_layer", bytes=first) if first else ""))
+    # Saved beside the language model's layers: what offloading moves with them (``offload``).
+    beside = 0.0
+    from .vision import tower_activations
+    tower = tower_activations(setup, rows)
+    if tower is not None:
+        kept += tower.kept
+        beside += tower.kept - tower.inputs
+        recompute = max(recompute, tower.recompute) if setup.grad_checkpointing else recompute
+        lines.append(tower.line)
+    from .experts import load_balancing_bytes
+    balancing = load_balancing_bytes(setup, T)
+    if balancing:
+        kept += balancing
+        beside += balancing
+        lines.append(line("activations.load_balancing", mib=balancing / 2**20))
+    merged = ctx.wrapped.merged_bytes
+    if merged:
+        held = merged * (0 if setup.grad_checkpointing else frac * d.moe_layers)
+        kept += held
+        beside += held
+        recompute += merged if setup.grad_checkpointing else 0.0
+        lines.append(merged_line(ctx.wrapped, d.moe_layers, setup.grad_checkpointing))
     if per_pos:
         probs = [line("activations.softmax_fp32")] + ([line("activations.softmax_half")] if ctx.p < 4 else []) + (
             [line("activations.softcap_tanh")] if d.attn_softcap else [])
@@ -425,9 +460,11 @@ def activations(setup: Setup, rows: int) -> Activations:
     # Eager: the scores in the compute dtype are still referenced while softmax writes its output (and, with
     # soft-capping, the capped scores beside tanh's output).
     transient = T * ctx.p * d.heads * s * (2 if d.attn_softcap else 1) if ctx.attention == "eager" else 0.0
+    if merged and setup.grad_checkpointing:
+        transient = max(transient, merged)    # each layer's forward merges its expert stacks again, then drops them
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
-    working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd))
+    working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
     if setup.quantized:
         # bitsandbytes multiplies by a dequantised copy of the whole weight (MatMul4Bit.forward and .backward:
         # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.
@@ -458,12 +495,16 @@ def activations(setup: Setup, rows: int) -> Activations:
         adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
         copies += ctx.p * adapter_w
         lines.append(line("activations.adapter_copies", bytes=ctx.p, count=adapter_w))
+    if ctx.wrapped.cast_bytes:
+        held_layers = 1 if setup.grad_checkpointing else frac * d.moe_layers
+        copies += ctx.wrapped.cast_bytes * held_layers
+        lines.append(line("activations.expert_factor_casts", bytes=ctx.wrapped.cast_bytes))
     if setup.grad_checkpointing:
         in_layers, single = T * ctx.trained_layers * ctx.pr * d.hidden, T * ctx.pr * d.hidden
     else:
         in_layers, single = T * (layers_b - first_layer_unsaved(ctx, s)), T * one_layer
     head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
-    outside = T * max(model_b - 32 - head_in, 0.0)
+    outside = T * max(model_b - 32 - head_in, 0.0) + beside
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
                        outside)
 

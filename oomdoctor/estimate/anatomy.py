@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 ATTN_IN, ATTN_OUT, MLP_IN, MLP_OUT, ROUTER = "attn_in", "attn_out", "mlp_in", "mlp_out", "router"
+# Multi-head latent attention: the projections that read the compressed query and key-value latents.
+Q_LATENT, KV_LATENT = "q_latent", "kv_latent"
+LATENT_ROLES = {"q_b_proj": Q_LATENT, "kv_b_proj": KV_LATENT}
 
 # HF module names of projections that read the attention output / the MLP's inner product.
-ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj"}
-MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2"}
+ATTN_OUT_NAMES = {"o_proj", "dense", "wo", "out_proj", "c_proj", "o", "proj"}
+MLP_OUT_NAMES = {"down_proj", "w2", "dense_4h_to_h", "fc2", "experts.down_proj", "wo"}
 ATTN_NAMES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn",
-              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"} | ATTN_OUT_NAMES
+              "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "q", "k", "v", "qkv"} | ATTN_OUT_NAMES
 EXPERT_KINDS = {"expert"}
 
 
@@ -74,13 +77,22 @@ class Dims:
     attn_softcap: bool = False      # Gemma 2: tanh soft-capping of the attention scores (eager keeps tanh's output)
     logit_softcap: bool = False     # Gemma 2: tanh soft-capping of the final logits
     fused_qkv: bool = False         # one projection produces q, k and v (Phi-3 qkv_proj, ChatGLM, Baichuan W_pack)
+    # Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): 0 for every other attention
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
 
 # Gemma 2 configs set attn_logit_softcapping=50 and final_logit_softcapping=30 (transformers Gemma2Config
 # defaults, kept by every released checkpoint); Gemma 3 dropped both for QK-norm.
 SOFTCAP_TYPES = {"gemma2"}
 GEMMA_NORM_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text"}
-FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn"}
+FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn", "qkv"}
 
 
 def dims(shape: Any) -> Dims:
@@ -103,6 +115,9 @@ def dims(shape: Any) -> Dims:
         gemma_norm=model_type in GEMMA_NORM_TYPES, attn_softcap=model_type in SOFTCAP_TYPES,
         logit_softcap=model_type in SOFTCAP_TYPES,
         fused_qkv=any(lin.name in FUSED_QKV_NAMES for lin in shape.linear_layers()),
+        q_lora_rank=int(getattr(shape, "q_lora_rank", 0) or 0), kv_lora_rank=int(getattr(shape, "kv_lora_rank", 0) or 0),
+        qk_rope_head_dim=int(getattr(shape, "qk_rope_head_dim", 0) or 0),
+        v_head_dim=int(getattr(shape, "v_head_dim", 0) or 0),
     )
 
 
@@ -111,6 +126,8 @@ def _role(name: str, kind: str | None, d_in: int, hidden: int) -> str:
         return ROUTER
     attention = kind == "attn" if kind else name in ATTN_NAMES
     if attention:
+        if name in LATENT_ROLES:
+            return LATENT_ROLES[name]
         return ATTN_OUT if name in ATTN_OUT_NAMES else ATTN_IN
     if name in MLP_OUT_NAMES or d_in != hidden:
         return MLP_OUT
@@ -131,9 +148,19 @@ def total_params(shape: Any) -> int:
     return int(shape.param_count())
 
 
+def quantized_blocks(shape: Any) -> list[Block]:
+    """The linear layers bitsandbytes quantises: ``nn.Linear`` modules only (transformers'
+    ``replace_with_bnb_linear``), so not the routed experts transformers 5 keeps in 3-D parameters,
+    nor a router that is a custom module."""
+    from .adapters import module_names
+    modules = set(module_names(shape))
+    fused = getattr(shape, "experts_fused", True)
+    return [b for b in blocks(shape) if (not b.expert or not fused) and b.name in modules]
+
+
 def linear_weights(shape: Any) -> int:
-    """Weights of every linear layer but lm_head: what bitsandbytes quantises."""
-    return sum(b.weights for b in blocks(shape))
+    """Weights of the linear layers bitsandbytes quantises (lm_head, experts and custom routers excluded)."""
+    return sum(b.weights for b in quantized_blocks(shape))
 
 
 def layer_params(shape: Any) -> int:
@@ -149,20 +176,15 @@ def root_params(shape: Any) -> int:
 
 
 def all_linear_names(shape: Any) -> list[str]:
-    """What peft's ``target_modules="all-linear"`` selects: every linear but the output layer."""
-    names: list[str] = []
-    for b in blocks(shape):
-        if b.name not in names:
-            names.append(b.name)
-    return names
+    """What peft's ``target_modules="all-linear"`` selects: every nn.Linear but the output layer
+    (transformers 5 keeps routed experts in 3-D parameters, and most routers are not nn.Linear)."""
+    from .adapters import module_names
+    return module_names(shape)
 
 
 def resolve_targets(shape: Any, targets: Iterable[str]) -> tuple[set[str], list[str]]:
-    """LoRA target names present in the model, and the requested ones it lacks."""
-    targets = list(targets)
-    known = all_linear_names(shape)
-    if any(t == "all-linear" for t in targets):
-        return set(known), []
-    # peft matches a target as the final component of a module's dotted name.
-    wanted = {t.split(".")[-1] for t in targets}
-    return wanted & set(known), sorted(wanted - set(known))
+    """The nn.Linear names that get a LoRA adapter, and the requested names the model lacks
+    (peft matches a target as the final component of a module's dotted name; see ``adapters``)."""
+    from .adapters import place
+    p = place(shape, targets, 1)
+    return set(p.modules), list(p.missing)

@@ -73,6 +73,10 @@ class Estimate:
     # (no eval set size, no eval_accumulation_steps), so only one step is counted.
     eval_step_gib: float | None = None
     eval_steps_held: int | None = None
+    # Vision-language models: the tower's activations count (it trains or carries adapters), and its image
+    # tokens follow the resolution (so the image count and size change the answer).
+    vision_trains: bool = False
+    image_tokens_vary: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,7 +137,8 @@ def estimate(setup: Setup) -> Estimate:
         extra_lines.append(line("parallel.context", cp=setup.context_parallel, seq=setup.seq_len,
                                 local=step.seq_len))
     acts = activations(step, obj.rows)
-    tokens = obj.rows * step.seq_len
+    # the logits cover the decoder's tokens: an encoder-decoder model's targets
+    tokens = obj.rows * ((setup.target_len or step.seq_len) if getattr(shape, "encoder_layers", 0) else step.seq_len)
     grads_sharded = setup.strategy == "fsdp" or (setup.strategy == "deepspeed" and setup.zero_stage >= 2)
     grad_share = 1 / (setup.num_gpus if grads_sharded else 1)
     fused_head = setup.loss in ("fused_linear", "cce")
@@ -305,6 +310,8 @@ def estimate(setup: Setup) -> Estimate:
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
         eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,
+        vision_trains=_vision_trains(setup),
+        image_tokens_vary=bool(getattr(getattr(shape, "vision", None), "merge", 1) > 1),
         eval_steps_held=ev.steps_held if ev is not None else None,
     )
 
@@ -371,6 +378,11 @@ def _host(setup: Setup, offloaded: float, weights_bytes: float, predictions: flo
     return max(loading, training), said
 
 
+def _vision_trains(setup: Setup) -> bool:
+    from .vision import needs_grad
+    return needs_grad(setup)
+
+
 def assumptions(setup: Setup, tr) -> list[Assumed]:
     """What the figures take for granted beyond the stated set-up; the report words each in the user's
     language (``knowledge/texts.yaml``, keys ``assume.*``)."""
@@ -407,4 +419,6 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
         if setup.vllm == "none":
             out.append(Assumed("rl_generate"))
     out.append(Assumed("host_process", {"gib": HOST_PROCESS_GIB}))
+    from .architecture import assumptions as architecture_assumptions
+    out += architecture_assumptions(setup)
     return out

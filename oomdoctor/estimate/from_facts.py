@@ -85,14 +85,50 @@ def shape_from_config_text(text: str) -> Any | None:
 
 def shape_from_name(name: str) -> Any | None:
     """A catalog shape by id, or by the catalog's name resolution."""
+    found = resolve_name(name)
+    return found.shape if found is not None else None
+
+
+def resolve_name(name: str) -> Any | None:
+    """A model by name and how it was found: ``oomdoctor.catalog.hub.lookup`` (the Hub's config.json when
+    the lookup is on, the catalog, the name's family and size), a catalog id first."""
     try:
-        from oomdoctor.catalog import get_model, resolve_model
+        from oomdoctor.catalog import get_model
+        from oomdoctor.catalog.hub import Resolved, lookup
     except ImportError:
         return None
     try:
-        return get_model(name)
+        shape = get_model(name)             # a catalog id, as the extractors give
+        return Resolved(shape, "catalog", shape.id)
     except KeyError:
-        return resolve_model(name)[0]
+        return lookup(name)                 # the Hub (when on) before the catalog's fuzzy match, then the name
+
+
+def _source_note(name: str, found: Any) -> Assumption:
+    """Which of the three ways found the model (the Hub, the catalog, the name), in both languages."""
+    shape = found.shape
+    label = shape.hf_id or shape.id
+    if found.source == "hub":
+        return Assumption("model.name", name, _text(
+            f"model: {label}, architecture read from its config.json on the Hub ({found.detail})",
+            f"模型：{label}，架构读取自 Hub 上的 config.json（{found.detail}）"))
+    note = found.note or {}
+    if found.source == "catalog":
+        return Assumption("model.name", name, _text(
+            f"model: {label}, architecture from the catalog" + (f" ({note['en']})" if note else ""),
+            f"模型：{label}，架构取自内置目录" + (f"（{note['zh']}）" if note else "")))
+    text = getattr(shape, "assumption", None) or found.detail
+    zh = text
+    try:
+        from oomdoctor.catalog.name_parse import parse_model_name
+        parsed = parse_model_name(name)
+        if parsed is not None:
+            text, zh = parsed.text["en"], parsed.text["zh"]
+    except ImportError:
+        pass
+    if note:
+        text, zh = f"{text} ({note['en']})", f"{zh}（{note['zh']}）"
+    return Assumption("model.name", name, _text(text, zh))
 
 
 def shape_from_size(params_b: float) -> Any | None:
@@ -138,9 +174,11 @@ def _resolve_shape(values: Mapping[str, Any], shape: Any, notes: list[Assumption
         if found is not None:
             return found
     if values.get("model.name"):
-        found = shape_from_name(str(values["model.name"]))
+        name = str(values["model.name"])
+        found = resolve_name(name)
         if found is not None:
-            return found
+            notes.append(_source_note(name, found))
+            return found.shape
     if values.get("model.params_b"):
         found = shape_from_size(values["model.params_b"])
         if found is not None:
@@ -300,6 +338,8 @@ def estimate_facts(est: Estimate) -> dict[str, Any]:
         "estimate.optimizer_share": round(b["optimizer"] / total, 3),
         "estimate.activations_share": round((b["activations"] + b["logits"]) / total, 3),
         "estimate.fp32_master": est.fp32_master,
+        "estimate.vision_trains": est.vision_trains,
+        "estimate.image_tokens_vary": est.image_tokens_vary,
     }
     if est.fits is not None:
         facts["estimate.fits"] = est.fits

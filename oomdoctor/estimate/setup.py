@@ -14,7 +14,8 @@ ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
                  "context_parallel", "tensor_parallel", "num_nodes")
 OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
-                          "rl_generations", "rl_steps_per_generation", "rl_generation_batch", "rl_prompt_len")
+                          "rl_generations", "rl_steps_per_generation", "rl_generation_batch", "rl_prompt_len",
+                          "target_len", "images_per_sample", "image_size")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -102,6 +103,12 @@ class Setup:
     precompute_ref: bool = False                # DPO/KTO precompute_ref_log_probs
     reward_model: bool = False                  # a reward model loaded on every training GPU (policy-sized)
     fp8: str = "none"                           # FP8 linear layers: none | torchao (Float8Linear) | te
+    # Encoder-decoder models (T5): tokens per target sequence; None reads as seq_len (an assumption stated).
+    target_len: int | None = None
+    # Vision-language models: images per training example, their side in pixels (square), a frozen tower.
+    images_per_sample: int | None = None
+    image_size: int | None = None
+    freeze_vision: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),

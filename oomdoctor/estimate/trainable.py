@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
+from .adapters import Placement, as_loaded, place
 from .derivation import Line, line
 from .dtypes import FLOAT_BYTES
 from .setup import Setup
@@ -96,6 +97,16 @@ def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) ->
         if shape.lm_head_params():
             out.append((d.vocab, d.hidden, 1))
         out.append((shape.norm_params(), 0, 1))
+        # everything else the model holds: position tables, attention sinks, relative position biases, a vision
+        # tower (its linears and the rest), narrower embeddings' corrections
+        rest = anatomy.total_params(shape) - sum(r * (c or 1) * n for r, c, n in out)
+        vision = getattr(shape, "vision", None)
+        if vision is not None:
+            for lin in vision.linears:
+                out.append((lin.d_out, lin.d_in, lin.count))
+                rest -= lin.d_out * lin.d_in * lin.count
+        if rest:
+            out.append((rest, 0, 1))
     else:
         out.append((norms_per_layer, 0, round(d.layers * layers_fraction)))
     return out
@@ -119,6 +130,11 @@ def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int,
     return shapes, unknown
 
 
+def adapters_for(setup: Setup) -> Placement:
+    """The LoRA adapters peft builds for this set-up (see ``adapters``)."""
+    return place(as_loaded(setup.model, setup.quantized), setup.lora_targets, setup.lora_rank)
+
+
 def trainable(setup: Setup) -> Trainable:
     shape = setup.model
     d = anatomy.dims(shape)
@@ -131,17 +147,25 @@ def trainable(setup: Setup) -> Trainable:
         dt = base_float_bytes(setup)
         group = Tensors(line("group.last_layers", n=n), dt, tuple(_full_shapes(shape, n / d.layers, with_ends=False)))
         return Trainable((group,), (line("trainable.freeze", n=n, layers=d.layers, params=group.params, bytes=dt),))
-    targets, missing = anatomy.resolve_targets(shape, setup.lora_targets)
     r = setup.lora_rank
     ab = adapter_bytes(setup)
+    placed = adapters_for(setup)
+    missing = list(placed.missing)
     shapes, parts = [], []
-    for b in anatomy.blocks(shape):
-        if b.name in targets:
-            shapes += [(r, b.d_in, b.count), (b.d_out, r, b.count)]
-            parts.append(f"{b.name} {r}·({b.d_in}+{b.d_out})×{b.count}")
+    for a in placed.adapters:
+        shapes += [(a.rank * a.experts, a.d_in, a.count), (a.d_out, a.rank * a.experts, a.count)]
+        how = f"{a.rank}·{a.experts}·" if a.experts > 1 else f"{a.rank}·"
+        parts.append(f"{a.name} {how}({a.d_in}+{a.d_out})×{a.count}")
     adapters = Tensors(line("group.adapters"), ab, tuple(shapes))
-    lines = [line("trainable.lora", r=r, targets=", ".join(sorted(targets)) or line("trainable.no_module"),
+    on = sorted(a.name for a in placed.adapters)
+    lines = [line("trainable.lora", r=r, targets=", ".join(on) or line("trainable.no_module"),
                   parts=" + ".join(parts) or "0", params=adapters.params, bytes=ab)]
+    if placed.experts_wrapped:
+        lines.append(line("trainable.experts_wrapped"))
+    if placed.untouched:
+        lines.append(line("trainable.moe_untouched", names=", ".join(placed.untouched)))
+    if placed.conflict is not None:
+        lines.append(line("trainable.refused", why=placed.conflict))
     groups = [adapters]
     copies = 0
     copies_bytes = 0.0

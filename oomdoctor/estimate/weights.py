@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import anatomy
+from .adapters import as_loaded
 from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB, count, nf4_bytes_per_param
 from .setup import Setup
@@ -25,7 +26,7 @@ class Weights:
 
 def quantized_bytes(setup: Setup) -> tuple[float, int, Line]:
     """Bytes of bitsandbytes-quantised linear weights (lm_head excluded, as bnb skips it)."""
-    blocks = anatomy.blocks(setup.model)
+    blocks = anatomy.quantized_blocks(as_loaded(setup.model, True))
     n = sum(b.weights for b in blocks)
     if setup.load_dtype == "int8":
         total = sum(b.weights * (1 + 4 / b.d_in) for b in blocks)
@@ -59,6 +60,10 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
         base = qb + rest * fb
         lines.append(line("weights.quantized", how=how, gib=qb / GIB, rest=count(rest), bytes=fb,
                           rest_gib=rest * fb / GIB))
+        loaded = as_loaded(shape, True)
+        experts = sum(b.weights for b in anatomy.blocks(loaded) if b.expert and getattr(loaded, "experts_fused", True))
+        if experts:
+            lines.append(line("weights.experts_unquantised", count=count(experts), bytes=fb))
     else:
         base = total * fb
         lines.append(line("weights.frozen", count=count(total), bytes=fb, dtype=_name(setup, fb), gib=base / GIB))

@@ -64,6 +64,8 @@ FIELDS: dict[str, str] = {
     "rl.precompute_ref": "precompute_ref",
     "rl.reward_model": "reward_model",
     "train.fp8": "fp8",
+    "train.images_per_sample": "images_per_sample",
+    "train.image_size": "image_size",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")

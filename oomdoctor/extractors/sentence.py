@@ -194,9 +194,9 @@ def _bare_card(text: str):
 
 
 def extract(text: str) -> Iterator[Finding]:
-    from ..catalog import find_gpu_mentions, find_model_mentions
+    from ..catalog import find_gpu_mentions, find_model_mentions, find_model_names
 
-    model = next(iter(find_model_mentions(text)), None)
+    model = next(iter(find_model_mentions(text)), None) or next(iter(find_model_names(prose(text))), None)
     if model is not None:
         model_id, matched = model
         yield Finding("model.name", model_id, matched)

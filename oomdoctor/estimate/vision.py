@@ -1,0 +1,193 @@
+"""A vision-language model's vision tower in a training step: the patches it encodes, the image tokens it hands
+the language model, and what its layers keep for backward.
+
+Image tokens: a fixed number per image (LLaVA's 576, Gemma 3's 256), or, for Qwen2-VL and its successors,
+one per ``patch·merge`` square of pixels once the processor has resized the image to multiples of
+``patch·merge`` (``smart_resize``: the nearest multiples, held between the processor's min_pixels and
+max_pixels).  The vision tower encodes ``merge²`` patches per image token (plus CLIP's class token).
+
+The tower's forward keeps tensors for backward only when a gradient has to flow through it: its weights
+train (full fine-tuning without ``freeze_vision``) or carry LoRA adapters (peft's ``all-linear`` reaches
+its linears as well, and a target name such as ``gate_proj`` matches the tower's too).  Its layers are
+ViT blocks, accounted like the language model's (``activations.layer_items``: norms, a fused qkv projection
+whose output the value's view holds, SDPA, the MLP), per patch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..catalog.shape import Linear
+from . import activations as acts
+from .derivation import Line, line
+from .setup import Setup
+
+# Qwen2-VL / Qwen2.5-VL / Qwen3-VL image processors' defaults (transformers 5.24): pixels per image are held
+# between these after resizing to multiples of patch·merge.
+QWEN_MIN_PIXELS = 56 * 56
+QWEN_MAX_PIXELS = 28 * 28 * 1280
+DEFAULT_IMAGE_SIDE = 1024       # a photo-sized image when the resolution is not stated (stated as an assumption)
+
+
+@dataclass(frozen=True)
+class TowerShape:
+    """The estimator's view of a vision tower's blocks (the protocol ``anatomy`` reads)."""
+
+    model_type: str
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    blocks: tuple[Linear, ...]
+    vocab: int = 1
+    tied_embeddings: bool = True
+    experts: int = 0
+    norms_per_layer: int = 2
+    qk_norm: bool = False
+
+    @property
+    def kv_heads(self) -> int:
+        return self.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.hidden
+
+    @property
+    def kv_dim(self) -> int:
+        return self.hidden
+
+    def linear_layers(self) -> list[Linear]:
+        return list(self.blocks)
+
+    def embedding_params(self) -> int:
+        return 0
+
+    def lm_head_params(self) -> int:
+        return 0
+
+    def norm_params(self) -> int:
+        return (2 * self.layers + 1) * self.hidden
+
+    def param_count(self) -> int:
+        return sum(l.params for l in self.linear_layers()) + self.norm_params()
+
+
+def image_tokens(tower, side: int) -> tuple[int, int]:
+    """(image tokens, patches the tower encodes) for one square image of ``side`` pixels."""
+    if tower.tokens_per_image:
+        patches = (tower.image_size // tower.patch) ** 2 if tower.image_size else tower.tokens_per_image
+        return tower.tokens_per_image, patches + (1 if tower.model_type == "clip_vision_model" else 0)
+    unit = tower.patch * tower.merge
+    pixels = side * side
+    edge = max(unit, round(side / unit) * unit)
+    if edge * edge > QWEN_MAX_PIXELS:
+        edge = max(unit, math.floor(math.sqrt(QWEN_MAX_PIXELS) / unit) * unit)
+    elif edge * edge < QWEN_MIN_PIXELS:
+        edge = math.ceil(math.sqrt(QWEN_MIN_PIXELS) / unit) * unit
+    del pixels
+    tokens = (edge // unit) ** 2
+    return tokens, tokens * tower.merge * tower.merge
+
+
+ATTENTION_IN = {"qkv", "q_proj", "k_proj", "v_proj"}
+ATTENTION_OUT = {"proj", "out_proj"}
+
+
+def tower_shape(tower) -> TowerShape:
+    """The tower's per-layer linears (its blocks, not the projector or a pooling head), with their roles."""
+    blocks = []
+    for lin in tower.linears:
+        if lin.kind != "vision" or lin.count != tower.layers:
+            continue
+        kind = "attn" if lin.name in ATTENTION_IN | ATTENTION_OUT else "mlp"
+        blocks.append(Linear(lin.name, lin.d_in, lin.d_out, lin.count, lin.bias, kind))
+    return TowerShape(tower.model_type, tower.layers, tower.hidden, tower.heads, tower.intermediate, tuple(blocks))
+
+
+def needs_grad(setup: Setup) -> bool:
+    tower = getattr(setup.model, "vision", None)
+    if tower is None:
+        return False
+    if setup.method == "full":
+        return not getattr(setup, "freeze_vision", False)
+    if setup.adapters:
+        from .trainable import adapters_for
+        names = {l.name for l in tower.linears}
+        placed = adapters_for(setup)
+        return bool(names & placed.modules)
+    return False
+
+
+def _outside_blocks(ctx, tower, setup: Setup) -> float:
+    """Per patch, outside the tower's blocks: the merger (a norm, then two linears with a GELU between, over
+    ``merge²`` patches at a time: the same bytes per patch) and the tower's own rotary cos and sin."""
+    h, p, pr = tower.hidden, ctx.p, ctx.pr
+    projector = [l.name for l in tower.linears if l.kind == "projector"]
+    first, second = (projector + ["", ""])[:2]
+    trains = setup.method == "full" and not getattr(setup, "freeze_vision", False)
+    kept = 4 * h + 4 + (pr * h if trains else 0)                      # the merger's norm
+    if trains or first in ctx.targets:
+        kept += pr * h                                                 # the first linear's input
+    kept += p * h                                                      # GELU's input
+    if trains or second in ctx.targets:
+        kept += p * h                                                  # GELU's output, read by the second
+    if tower.model_type.startswith("qwen"):
+        kept += 2 * pr * (h // tower.heads)                            # 2-D rotary cos and sin per patch
+    return kept
+
+
+@dataclass(frozen=True)
+class TowerActivations:
+    kept: float
+    recompute: float
+    images: int
+    tokens: int
+    patches: int
+    inputs: float           # the batch's pixel_values: an input, not a tensor saved for backward
+    line: Line
+
+
+def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
+    tower = getattr(setup.model, "vision", None)
+    if tower is None:
+        return None
+    images = getattr(setup, "images_per_sample", None) or 1
+    side = getattr(setup, "image_size", None) or tower.image_size or DEFAULT_IMAGE_SIDE
+    tokens, patches = image_tokens(tower, side)
+    # The batch's pixel_values, float32 as the image processors return them: each patch's channels ×
+    # temporal patch × patch² values (Qwen's) or the whole image's pixels.
+    if tower.tokens_per_image:
+        pixels = 3 * (tower.image_size or side) ** 2
+    else:
+        pixels = patches * 3 * tower.temporal_patch * tower.patch ** 2
+    batch = 4.0 * rows * images * pixels
+    # Qwen's multimodal rotary positions differ row by row: cos and sin per row, not shared by the batch.
+    mrope = 0.0
+    if tower.model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe") and rows > 1:
+        ctx_text = acts.context(setup)
+        mrope = 2.0 * ctx_text.pr * setup.model.head_dim * setup.seq_len * (rows - 1)
+    extra = batch + mrope
+    if not needs_grad(setup):
+        return TowerActivations(extra, 0.0, images, tokens, patches, batch,
+                                line("activations.vision_frozen", images=images, tokens=tokens, patches=patches,
+                                     mib=batch / 2**20))
+    vsetup = setup.replace(model=tower_shape(tower), lora_targets=setup.lora_targets, packing=True,
+                           attention="sdpa" if setup.attention == "eager" else setup.attention)
+    ctx = acts.context(vsetup)
+    per_patch_layer = sum(b for *_, b in acts.layer_items(ctx))
+    n = rows * images * patches
+    extra += n * _outside_blocks(ctx, tower, setup)
+    if setup.grad_checkpointing:
+        kept = n * tower.layers * ctx.pr * tower.hidden + extra
+        recompute = n * per_patch_layer
+    else:
+        kept = n * tower.layers * per_patch_layer + extra
+        recompute = 0.0
+    said = line("activations.vision_tower", images=images, patches=patches, tokens=tokens, layers=tower.layers,
+                n=n, bytes=per_patch_layer)
+    return TowerActivations(kept, recompute, images, tokens, patches, batch, said)

@@ -1,0 +1,208 @@
+"""Build knowledge/models.yaml from real config.json files.
+
+The inputs are listed in ``knowledge/catalog_sources.yaml``: for every model, the
+public repository, commit and path where a copy of its Hugging Face
+``config.json`` was found (or, for MLC LLM's presets, the preset's key in
+``python/mlc_llm/model/model_preset.py``), its Hub id, family and the names people
+call it.  The script reads each file from a local snapshot of that repository
+(``git show <commit>:<path>`` under ``--mirrors``, as the ``fetch`` tool leaves
+them: ``<owner>+<name>/repo``), keeps the keys the architecture depends on
+(``ARCH_KEYS``: the catalog stores those figures, not the file), checks that
+``oomdoctor.catalog`` reads them, and writes one entry per model with the
+config's source.  Models whose config.json could not be found stay as the
+hand-typed entries under ``typed:``, marked as such.
+
+Usage::
+
+    python scripts/build_catalog.py [--mirrors /work/.mirror] [--check]
+
+``--check`` compares with the committed file instead of writing it.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from oomdoctor.catalog.hf_config import from_hf_config  # noqa: E402
+
+SOURCES = ROOT / "knowledge" / "catalog_sources.yaml"
+OUT = ROOT / "knowledge" / "models.yaml"
+
+# The keys of a config.json that decide the architecture (and so the parameter count and the memory), in
+# every family the catalog reads; the rest (token ids, rope scaling, dropout, initialisation) is left out.
+ARCH_KEYS = frozenset({
+    "model_type", "architectures", "torch_dtype", "dtype", "pad_token_id",
+    "hidden_size", "n_embd", "n_embed", "d_model", "intermediate_size", "intermediate_size_mlp", "ffn_dim",
+    "ffn_hidden_size", "n_inner", "d_ff", "d_kv", "num_hidden_layers", "n_layer", "num_layers",
+    "num_decoder_layers", "num_attention_heads", "n_head", "num_heads", "num_key_value_heads", "num_kv_heads",
+    "n_head_kv", "multi_query", "multi_query_attention", "multi_query_group_num", "new_decoder_architecture",
+    "parallel_attn", "num_ln_in_parallel_attn", "head_dim", "kv_channels", "vocab_size", "padded_vocab_size",
+    "tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "qkv_bias", "add_qkv_bias", "add_bias_linear",
+    "enable_bias", "lm_head_bias", "rmsnorm", "max_position_embeddings", "n_positions", "seq_length",
+    "model_max_length", "sliding_window", "word_embed_proj_dim", "do_layer_norm_before",
+    "_remove_final_layer_norm", "feed_forward_proj", "relative_attention_num_buckets", "num_local_experts",
+    "num_experts", "num_experts_per_tok", "experts_per_token", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "n_routed_experts",
+    "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_group", "topk_group", "use_qk_norm",
+    "interleave_moe_layer_step", "moe_layers", "quantization_config", "text_config", "vision_config",
+    "query_pre_attn_scalar", "dropout_rate", "output_router_logits", "mm_tokens_per_image", "vision_feature_select_strategy", "vision_feature_layer",
+    "multimodal_projector_bias", "image_token_index", "image_token_id",
+    # vision towers
+    "depth", "embed_dim", "mlp_ratio", "in_channels", "num_channels", "patch_size", "image_size",
+    "spatial_merge_size", "temporal_patch_size", "out_hidden_size", "fullatt_block_indexes", "window_size",
+    "num_position_embeddings", "deepstack_visual_indexes", "vision_use_head",
+})
+# What of quantization_config matters: how the published weights are stored.
+QUANT_KEYS = frozenset({"quant_method"})
+# Keys MLC LLM adds to the configs it vendors (mlc_llm/model/model_preset.py); not part of the model's config.
+MLC_KEYS = frozenset({"context_window_size", "prefill_chunk_size", "sliding_window_size", "attention_sink_size",
+                      "tensor_parallel_shards", "max_batch_size"})
+
+
+def architecture(config: dict[str, Any]) -> dict[str, Any]:
+    """The architecture keys of a config (nested text and vision configs included), in file order."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key not in ARCH_KEYS:
+            continue
+        if key in ("text_config", "vision_config") and isinstance(value, dict):
+            value = architecture(value)
+        elif key == "quantization_config" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k in QUANT_KEYS}
+        out[key] = value
+    return out
+
+
+# transformers configuration classes -> model_type, for configs written as constructor calls
+CONFIG_CLASSES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Qwen3Config": "qwen3", "Qwen3MoeConfig": "qwen3_moe",
+                  "Gemma2Config": "gemma2", "Gemma3Config": "gemma3", "MixtralConfig": "mixtral",
+                  "DeepseekV2Config": "deepseek_v2", "DeepseekV3Config": "deepseek_v3", "GptOssConfig": "gpt_oss"}
+
+
+def _python_config(text: str, name: str) -> dict[str, Any]:
+    """A config written in Python as ``name = {...}`` or ``name = transformers.XConfig(key=value, ...)``: its
+    literal values (ast.literal_eval; nothing is executed)."""
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
+            continue
+        if isinstance(node.value, ast.Dict):
+            return ast.literal_eval(node.value)
+        if isinstance(node.value, ast.Call) and not node.value.args:
+            cls = ast.unparse(node.value.func).rsplit(".", 1)[-1]
+            out = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if kw.arg}
+            out.setdefault("model_type", CONFIG_CLASSES[cls])
+            return out
+    raise KeyError(f"no literal config named {name!r}")
+
+
+def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None,
+                assigned: str | None = None) -> dict[str, Any]:
+    git_dir = mirrors / repo.replace("/", "+") / "repo"
+    text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+    if assigned is not None:
+        return _python_config(text, assigned)
+    if preset is None:
+        return json.loads(text)
+    # MLC LLM's presets: one dict literal of config dicts (read with ast.literal_eval, nothing executed)
+    tree = ast.parse(text)
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            presets = ast.literal_eval(node.value)
+            return {k: v for k, v in presets[preset].items() if k not in MLC_KEYS}
+    raise KeyError(f"no preset table in {repo}:{path}")
+
+
+def _figure(billions: float) -> str:
+    """Three significant figures, never in exponent form: 0.6 -> 596M, 7.6, 46.7, 671, 1026."""
+    if billions < 1:
+        return f"{billions * 1000:.0f}M" if billions >= 0.1 else f"{billions * 1000:.1f}M"
+    digits = max(0, 2 - int(f"{billions:e}".split("e")[1]))
+    return f"{billions:.{digits}f}B"
+
+
+def size_label(shape) -> str:
+    label = _figure(shape.param_count() / 1e9)
+    if shape.experts:
+        label += f"-A{_figure(shape.active_param_count() / 1e9)}"
+    return label
+
+
+def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> dict[str, Any]:
+    src = sources[item["from"]]
+    raw = read_source(mirrors, src["repo"], src["commit"], item["path"], item.get("preset"), item.get("assigned"))
+    config = architecture(raw)
+    shape = from_hf_config(config, id=item["id"])        # the catalog must read what it ships
+    url = f"https://github.com/{src['repo']}/blob/{src['commit']}/{item['path']}"
+    repo_name = item["hf_id"].split("/")[-1]
+    names = [repo_name] + [n for n in item.get("names", []) if n != repo_name]
+    out: dict[str, Any] = {"id": item["id"], "family": item["family"], "size": size_label(shape),
+                           "hf_id": item["hf_id"], "names": names, "source": url}
+    notes = []
+    if item.get("preset"):
+        notes.append(f"MLC LLM preset {item['preset']!r} (its copy of the model's config.json)")
+    if item.get("assigned"):
+        notes.append(f"{item['assigned']} in that file (the config's values, written in Python)")
+    if item.get("note"):
+        notes.append(item["note"])
+    if shape.text_only:
+        notes.append("the vendored config has no vision_config: the language model alone is counted")
+    if notes:
+        out["source_note"] = "; ".join(notes)
+    out["config"] = config
+    return out
+
+
+HEADER = """\
+# OOM Doctor model catalog.  GENERATED by scripts/build_catalog.py from knowledge/catalog_sources.yaml:
+# do not edit by hand.
+#
+# Each entry's `config` holds the keys of the model's real config.json that decide its architecture, read
+# from the copy named by `source` (a public repository at a fixed commit); oomdoctor.catalog reads them
+# with the same code as a pasted config.json or one fetched from the Hub.  Parameter counts are never
+# stored: they are computed, and bench/accuracy/param_counts.py checks every one against transformers on
+# the meta device.  Entries without `config` were typed by hand from the sources they cite, because no
+# copy of their config.json was found (see catalog_sources.yaml, `typed:`).
+"""
+
+
+def build(mirrors: Path) -> str:
+    data = yaml.safe_load(SOURCES.read_text(encoding="utf-8"))
+    sources = data["sources"]
+    entries = [entry_for(item, sources, mirrors) for item in data["configs"]]
+    ids = {e["id"] for e in entries}
+    typed = [e for e in data.get("typed", []) if e["id"] not in ids]
+    body = yaml.safe_dump({"models": entries + typed}, sort_keys=False, allow_unicode=True, width=120)
+    return HEADER + body
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    text = build(args.mirrors)
+    if args.check:
+        same = OUT.read_text(encoding="utf-8") == text
+        print("models.yaml is up to date" if same else "models.yaml differs from what the sources give")
+        return 0 if same else 1
+    OUT.write_text(text, encoding="utf-8")
+    n = text.count("\n- id: ")
+    print(f"wrote {OUT.relative_to(ROOT)}: {n} models")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
