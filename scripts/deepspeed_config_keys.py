@@ -109,7 +109,8 @@ def string_constants(source: Source, module_path: str, seen: set[str] | None = N
             found = string_constants(source, target, seen)
             names = {a.name for a in node.names}
             out.update(found if "*" in names else {k: v for k, v in found.items() if k in names})
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+              and isinstance(node.value.value, str)):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     out[target.id] = node.value.value
@@ -136,7 +137,8 @@ def keys_read(source: Source, module_path: str) -> set[str]:
         found = None
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in ("get", "pop") and _is_config_dict(func.value) and node.args:
+            if (isinstance(func, ast.Attribute) and func.attr in ("get", "pop") and _is_config_dict(func.value)
+                    and node.args):
                 found = node.args[0]
             elif (isinstance(func, ast.Name) and func.id.startswith("get_") and func.id.endswith("_param")
                   and len(node.args) >= 2 and _is_config_dict(node.args[0])):
@@ -237,7 +239,8 @@ class Models:
                     if kw.arg == "alias" and isinstance(kw.value, ast.Constant):
                         alias = kw.value.value
                     if kw.arg == "json_schema_extra" and isinstance(kw.value, ast.Dict):
-                        extra = {k.value: v for k, v in zip(kw.value.keys, kw.value.values) if isinstance(k, ast.Constant)}
+                        extra = {k.value: v for k, v in zip(kw.value.keys, kw.value.values)
+                                 if isinstance(k, ast.Constant)}
                         if isinstance(extra.get("deprecated"), ast.Constant) and extra["deprecated"].value:
                             new = extra.get("new_param")
                             deprecated = new.value if isinstance(new, ast.Constant) else ""
