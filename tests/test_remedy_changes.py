@@ -54,8 +54,9 @@ def sample(name: str) -> Any:
     return 2 if KB.facts[name].type in ("integer", "number") else None
 
 
-def change(remedy_id: str) -> dict[str, Any]:
-    return {k: fill_value(v, sample) if k != "note" else v for k, v in KB.remedies[remedy_id].change.items()}
+def change(remedy_id: str, lookup=sample) -> dict[str, Any]:
+    """The change as a reply carries it: placeholders filled (`lookup` gives the set-up's values), a note in English."""
+    return {k: fill_value(v, lookup) if k != "note" else v["en"] for k, v in KB.remedies[remedy_id].change.items()}
 
 
 def with_kind(kind: str) -> list[str]:
@@ -469,16 +470,26 @@ def bash_parses(text: str) -> str | None:
     return result.stderr.strip() if result.returncode else None
 
 
+def unknown(name: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize("facts_known", [True, False], ids=["facts known", "facts unknown"])
 @pytest.mark.parametrize("remedy_id", REMEDIES)
-def test_each_kind_renders_as_one_block_in_one_language(remedy_id):
-    current = change(remedy_id)
+def test_each_kind_renders_as_one_block_in_one_language(remedy_id, facts_known):
+    current = change(remedy_id, sample if facts_known else unknown)
     blocks = change_blocks(current)
     assert [kind for kind, _, _ in blocks] == list(current)
     for kind, language, text in blocks:
         assert language == LANGUAGE[kind] and text.strip(), kind
         assert "\n\n" not in text, f"{kind}: a blank line inside one block splits it in two"
         if language == "python":
-            parse(text, f"{remedy_id}: {kind}")
+            tree = parse(text, f"{remedy_id}: {kind}")
+            if kind != "code":
+                numbers_as_text = [kw.arg for node in ast.walk(tree) if isinstance(node, ast.Call)
+                                   for kw in node.keywords if isinstance(kw.value, ast.Constant)
+                                   and isinstance(kw.value.value, str) and re.fullmatch(r"[\d.]+", kw.value.value)]
+                assert not numbers_as_text, f"{kind}: numbers rendered as text: {numbers_as_text}"
         elif language == "json":
             json.loads(text)
         elif language == "shell" and shutil.which("bash"):

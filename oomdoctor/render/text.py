@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -25,6 +26,18 @@ CONFIG_CALL = {"training_args": ("TrainingArguments", ""),
                "peft": ("LoraConfig", "from peft import LoraConfig\npeft_config = "),
                "bitsandbytes": ("BitsAndBytesConfig", "from transformers import BitsAndBytesConfig\nbnb_config = ")}
 LINE_WIDTH = 100
+_NUMBER = re.compile(r"-?\d{1,12}(\.\d{1,12})?")
+
+
+def typed(value: Any) -> Any:
+    """A placeholder's default comes back as text ("2048"); in an argument mapping such text means the number."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return float(value) if "." in value else int(value)
+    if isinstance(value, dict):
+        return {k: typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return value
 
 
 def py_literal(value: Any) -> str:
@@ -65,6 +78,8 @@ def change_blocks(change: dict[str, Any]) -> list[tuple[str, str, str]]:
     """A remedy's change as (kind, language, text) blocks, in the order the remedy lists them."""
     blocks = []
     for key, body in change.items():
+        if key not in ("code", "shell", "launch", "note", "env"):
+            body = typed(body)
         if key in ("code", "shell", "launch"):
             text = body.rstrip()
         elif key == "note":
