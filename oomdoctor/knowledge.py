@@ -261,7 +261,8 @@ def _load_remedies(path: Path, facts: dict[str, FactSpec]) -> dict[str, Remedy]:
         "sources": Field("list", required=False),
     }
     change_schema = {
-        "training_args": Field("map", required=False), "peft": Field("map", required=False),
+        "training_args": Field("map", required=False), "trainer_args": Field("map", required=False),
+        "peft": Field("map", required=False),
         "bitsandbytes": Field("map", required=False), "deepspeed": Field("map", required=False),
         "env": Field("map", required=False), "launch": Field("str", required=False),
         "code": Field("str", required=False), "shell": Field("str", required=False),

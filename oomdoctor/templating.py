@@ -1,10 +1,22 @@
-"""Fill `{fact.name}` placeholders in knowledge texts with values from working memory."""
+"""Fill `{fact.name}` placeholders in knowledge texts with values from working memory.
+
+`{fact|fallback}` shows the fallback while the fact is unknown; `{fact*0.5|0.3}` shows the fact's value
+scaled, for a change that is relative to what the user runs (half the current share, say), so that the
+change shown and the what-if behind its estimate are the same number.
+"""
 from __future__ import annotations
 
 import re
 from typing import Any, Callable
 
-_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})(?:\|([^{}]{0,80}))?\}")
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})(?:\*([0-9]{1,4}(?:\.[0-9]{1,4})?))?(?:\|([^{}]{0,80}))?\}")
+
+
+def _value(match: re.Match, lookup: Callable[[str], Any]) -> Any:
+    value = lookup(match.group(1))
+    if match.group(2) is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return round(value * float(match.group(2)), 4)
 
 
 def show(value: Any) -> str:
@@ -24,9 +36,9 @@ def fill(template: str, lookup: Callable[[str], Any]) -> str:
 
     def one(match: re.Match) -> str:
         name = match.group(1)
-        value = lookup(name)
+        value = _value(match, lookup)
         if value is None:
-            return match.group(2) if match.group(2) is not None else match.group(0)
+            return match.group(3) if match.group(3) is not None else match.group(0)
         if name.endswith(("_share", "_ratio")) and isinstance(value, float):
             return f"{value:.0%}"
         return show(value)
@@ -39,8 +51,8 @@ def fill_value(value: Any, lookup: Callable[[str], Any]) -> Any:
     if isinstance(value, str):
         whole = _PLACEHOLDER.fullmatch(value)
         if whole:
-            raw = lookup(whole.group(1))
-            return raw if raw is not None else (whole.group(2) or value)
+            raw = _value(whole, lookup)
+            return raw if raw is not None else (whole.group(3) or value)
         return fill(value, lookup)
     if isinstance(value, dict):
         return {k: fill_value(v, lookup) for k, v in value.items()}

@@ -1,9 +1,10 @@
 """Plain text (Markdown-friendly) for the CLI, the chat API and fallbacks."""
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from typing import Any
-
-import yaml
 
 from ..knowledge import KnowledgeBase
 from ..templating import show
@@ -12,22 +13,93 @@ from . import bars
 BAR_WIDTH = 30
 
 
-def change_text(change: dict[str, Any]) -> str:
-    """A remedy's change as the snippet a user pastes."""
-    parts = []
-    for key, body in change.items():
-        if key == "code" or key == "shell" or key == "launch":
-            parts.append(body.rstrip())
-        elif key == "note":
-            parts.append(f"# {body}")
-        elif key == "env":
-            parts.extend(f"export {k}={v}" for k, v in body.items())
-        elif key == "training_args":
-            args = ", ".join(f"{k}={v!r}" for k, v in body.items())
-            parts.append(f"TrainingArguments(..., {args})")
+# Each kind of change is pasted somewhere different, so each renders as one block in one
+# language: Python for argument mappings and code, JSON for a DeepSpeed config file,
+# POSIX shell for commands and environment variables, and "# " lines for a note.
+LANGUAGE = {"code": "python", "training_args": "python", "trainer_args": "python", "peft": "python",
+            "bitsandbytes": "python", "deepspeed": "json", "shell": "shell", "launch": "shell",
+            "env": "shell", "note": "text"}
+# A mapping of arguments is spelled as a call to its class. TrainingArguments' keys are added to
+# the user's own call (`...` stands for theirs); peft's and bitsandbytes' make a whole config,
+# bound to the name the remedies' code uses.
+CONFIG_CALL = {"training_args": ("TrainingArguments", ""),
+               "peft": ("LoraConfig", "from peft import LoraConfig\npeft_config = "),
+               "bitsandbytes": ("BitsAndBytesConfig", "from transformers import BitsAndBytesConfig\nbnb_config = ")}
+LINE_WIDTH = 100
+_NUMBER = re.compile(r"-?\d{1,12}(\.\d{1,12})?")
+
+
+def typed(value: Any) -> Any:
+    """A placeholder's default comes back as text ("2048"); in an argument mapping such text means the number."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        return float(value) if "." in value else int(value)
+    if isinstance(value, dict):
+        return {k: typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return value
+
+
+def py_literal(value: Any) -> str:
+    """A YAML value as the Python literal that means the same (true -> True, strings double-quoted)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(py_literal(v) for v in value) + "]"
+    raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
+def py_call(name: str, args: dict[str, Any], placeholder: bool, column: int = 0) -> str:
+    """`Name(..., key=value)`, wrapped inside the parentheses when it is long; `column` is where it starts."""
+    items = (["..."] if placeholder else []) + [f"{k}={py_literal(v)}" for k, v in args.items()]
+    one_line = f"{name}({', '.join(items)})"
+    if column + len(one_line) <= LINE_WIDTH:
+        return one_line
+    indent = " " * (column + len(name) + 1)
+    lines, current = [], ""
+    for item in items:
+        piece = item + ","
+        if current and len(indent) + len(current) + 1 + len(piece) > LINE_WIDTH:
+            lines.append(current)
+            current = piece
         else:
-            parts.append(f"# {key}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True).rstrip())
-    return "\n".join(parts)
+            current = f"{current} {piece}" if current else piece
+    lines.append(current.rstrip(","))
+    return f"{name}(" + f"\n{indent}".join(lines) + ")"
+
+
+def change_blocks(change: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A remedy's change as (kind, language, text) blocks, in the order the remedy lists them."""
+    blocks = []
+    for key, body in change.items():
+        if key not in ("code", "shell", "launch", "note", "env"):
+            body = typed(body)
+        if key in ("code", "shell", "launch"):
+            text = body.rstrip()
+        elif key == "note":
+            text = "\n".join(f"# {line}" for line in str(body).splitlines())
+        elif key == "env":
+            text = "\n".join(f"export {k}={shlex.quote(str(v))}" for k, v in body.items())
+        elif key == "deepspeed":
+            text = json.dumps(body, indent=2, ensure_ascii=False)
+        elif key == "trainer_args":  # {SFTConfig: {...}}: the class the keys belong to is named
+            text = "\n".join(py_call(cls, args, placeholder=True) for cls, args in body.items())
+        else:
+            cls, prefix = CONFIG_CALL[key]
+            text = prefix + py_call(cls, body, placeholder=not prefix, column=len(prefix.rsplit("\n", 1)[-1]))
+        blocks.append((key, LANGUAGE[key], text))
+    return blocks
+
+
+def change_text(change: dict[str, Any]) -> str:
+    """A remedy's change as the snippets a user pastes: one block per kind, a blank line between."""
+    return "\n\n".join(text for _, _, text in change_blocks(change))
 
 
 def render(reply: dict[str, Any], kb: KnowledgeBase) -> str:
