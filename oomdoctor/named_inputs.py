@@ -129,7 +129,7 @@ def _say_range(kind: str, bounds: dict[str, Any]) -> str:
 
 def _config_text(raw: Any) -> str:
     """A config.json given as text or as an object, checked to give a model shape."""
-    from .catalog import ModelShape
+    from .catalog import from_hf_config
 
     try:
         config = json.loads(raw) if isinstance(raw, str) else raw
@@ -140,7 +140,7 @@ def _config_text(raw: Any) -> str:
     if not isinstance(config, dict):
         raise EstimateInputError("'config' must be a config.json object (as an object or as JSON text)")
     try:
-        ModelShape.from_hf_config(config)
+        from_hf_config(config)
     except (ValueError, TypeError, KeyError, ArithmeticError, RecursionError) as exc:
         # ShapeError says what is wrong; a division by a zero dimension is the config's fault too.
         reason = str(exc) if isinstance(exc, ValueError) else "a dimension is zero or out of range"
