@@ -347,3 +347,23 @@ def test_redaction_notice_is_shown_on_the_page(tmp_path):
     text = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\ntoken=ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
     page = client.post("/", data={"message": text}, follow_redirects=True).get_data(as_text=True)
     assert 'class="notices"' in page and "ghp_AbCdEf" not in page
+
+
+def test_each_kind_of_change_is_its_own_block_and_the_note_is_prose(app, client):
+    """A remedy whose change is Python and DeepSpeed JSON and a note: two blocks (each copied alone, so
+    each must parse on its own) and a paragraph, not one block that mixes languages."""
+    import json
+    import re as regex
+
+    reply = json.loads((ROOT / "tests" / "fixtures" / "web" / "report_en.json").read_text(encoding="utf-8"))
+    reply["remedies"][0]["change"] = {"training_args": {"gradient_checkpointing": True},
+                                      "deepspeed": {"zero_optimization": {"stage": 3}},
+                                      "note": "NOTE-TEXT for the user"}
+    page = _html(client.get(f"/c/{_stored(app, reply)}"))
+    rid = reply["remedies"][0]["id"]
+    blocks = dict(regex.findall(rf'<pre id="change-{regex.escape(rid)}-(\w+)" data-language="\w+"><code>(.*?)</code></pre>',
+                                page, regex.S))
+    assert set(blocks) == {"training_args", "deepspeed"}, blocks
+    compile(html.unescape(blocks["training_args"]), "change", "exec")
+    assert json.loads(html.unescape(blocks["deepspeed"])) == {"zero_optimization": {"stage": 3}}
+    assert '<p class="note">NOTE-TEXT for the user</p>' in page

@@ -14,7 +14,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ...language import LANGUAGES
 from ...render import svg
-from ...render.text import change_text
+from ...render.text import change_blocks
 from ...service import NotFound, OutOfTime
 from ...templating import show
 from ...web import input as check
@@ -100,7 +100,7 @@ def _answer_text(lang: str) -> str:
 
 
 def _context(lang: str, **extra: Any) -> dict[str, Any]:
-    return {"lang": lang, "t": _t(lang), "languages": LANGUAGES, "show": show, "change_text": change_text,
+    return {"lang": lang, "t": _t(lang), "languages": LANGUAGES, "show": show, "change_blocks": change_blocks,
             "max_bytes": check.message_limit("page"), "upload_field": UPLOAD_FIELD, **extra}
 
 
