@@ -40,7 +40,9 @@ from oomdoctor.catalog.models import catalog_config  # noqa: E402
 # remote-code model types -> transformers model type with the same parameter layout
 SUBSTITUTES = {"chatglm": "glm", "baichuan": "llama", "internlm2": "llama"}
 # model_type spellings of a config.json that transformers builds under another name (same layout)
-RENAMED = {"kimi_k2": "deepseek_v3"}
+RENAMED = {"kimi_k2": "deepseek_v3", "RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+# key names of the first Falcon configs (tiiuae's RWConfig.attribute_map) that FalconConfig no longer maps
+LEGACY_KEYS = {"falcon": {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers", "n_head_kv": "num_kv_heads"}}
 
 
 def tf_config(shape: ModelShape) -> tuple[str, dict]:
@@ -73,6 +75,9 @@ def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
         return None
     kw = {k: v for k, v in config.items() if k != "model_type"}
     mt = RENAMED.get(config["model_type"], config["model_type"])
+    for old, new in LEGACY_KEYS.get(mt, {}).items():
+        if old in kw:
+            kw.setdefault(new, kw.pop(old))
     return mt, kw
 
 

@@ -25,7 +25,7 @@ __all__ = ["NOISE", "SUFFIX_NOISE", "SIZE_RE", "SIZE_WORDS", "VERSION_RE", "Toke
 _CJK_WORDS: tuple[tuple[str, str], ...] = (
     ("书生·浦语", "internlm"), ("书生浦语", "internlm"), ("浦语", "internlm"),
     ("通义千问", "qwen"), ("千问", "qwen"), ("百川", "baichuan"),
-    ("深度求索", "deepseek"), ("羊驼", "llama"), ("蒸馏", "distill"),
+    ("深度求索", "deepseek"), ("羊驼", "llama"), ("蒸馏", "distill"), ("猎鹰", "falcon"),
     ("零一万物", ""), ("智谱", ""),
 )
 _CJK_RE = re.compile("|".join(re.escape(w) for w, _ in _CJK_WORDS))
