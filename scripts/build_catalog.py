@@ -144,7 +144,9 @@ def size_label(shape) -> str:
 
 def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> dict[str, Any]:
     src = sources[item["from"]]
-    raw = read_source(mirrors, src["repo"], src["commit"], item["path"], item.get("preset"), item.get("assigned"))
+    # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
+    commit = item.get("commit", src["commit"])
+    raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"))
     if item.get("model_type"):
         # a table whose dicts the repository hands to one configuration class, so they carry no model_type
         if raw.get("model_type"):
@@ -157,7 +159,7 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
         raw = {k: v for k, v in raw.items() if k != key}
     config = architecture(raw)
     shape = from_hf_config(config, id=item["id"])        # the catalog must read what it ships
-    url = f"https://github.com/{src['repo']}/blob/{src['commit']}/{item['path']}"
+    url = f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}"
     repo_name = item["hf_id"].split("/")[-1]
     names = [repo_name] + [n for n in item.get("names", []) if n != repo_name]
     out: dict[str, Any] = {"id": item["id"], "family": item["family"], "size": size_label(shape),
