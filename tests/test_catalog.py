@@ -63,7 +63,7 @@ def test_recorded_file_matches_catalog():
     for mid, r in rec.items():
         shape = MODELS[mid]
         assert r["catalog_model_type"] == shape.model_type
-        assert r["substitute"] == (shape.model_type in ("chatglm", "baichuan", "internlm2"))
+        assert r["substitute"] == (shape.model_type in ("chatglm", "baichuan", "internlm2", "internlm", "qwen"))
         assert r["class"].endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel"))
         assert r["transformers"] and r["torch"]
 
@@ -379,6 +379,27 @@ def test_from_hf_config_other_layouts():
     assert from_hf_config(sparse).param_count() == full.param_count() - full.vision.params
     yi = dict(to_hf_config(MODELS["yi-6b"]), model_type="Yi")
     assert from_hf_config(yi).param_count() == MODELS["yi-6b"].param_count()
+
+
+def test_qwen_1_reads_intermediate_size_as_twice_its_mlp_width():
+    # Qwen/Qwen-7B-Chat's config.json (the keys the reader takes): QWenLMHeadModel builds w1 and w2 of
+    # intermediate_size // 2, so Qwen-7B has Qwen1.5-7B's shape and count.
+    qwen7b = {"model_type": "qwen", "hidden_size": 4096, "intermediate_size": 22016, "kv_channels": 128,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 151936, "no_bias": True,
+              "tie_word_embeddings": False}
+    s = from_hf_config(qwen7b)
+    assert s.intermediate == 11008 and s.attention_bias and not s.o_bias and not s.mlp_bias
+    assert s.param_count() == MODELS["qwen1.5-7b"].param_count() == 7_721_324_544
+    assert {l.name for l in s.linear_layers()} == {"c_attn", "c_proj", "w1", "w2"}
+
+
+def test_a_projection_reading_the_hidden_state_is_an_mlp_input_whatever_its_name():
+    from oomdoctor.estimate.anatomy import MLP_IN, MLP_OUT, blocks
+    roles = {(b.name, b.d_in): b.role for b in blocks(MODELS["qwen-7b"])}
+    assert roles[("w1", 4096)] == roles[("w2", 4096)] == MLP_IN      # Qwen (1): w2 is the gated input
+    assert roles[("c_proj", 11008)] == MLP_OUT
+    internlm2 = {b.name: b.role for b in blocks(MODELS["internlm2.5-7b"])}
+    assert internlm2["w2"] == MLP_OUT and internlm2["w1"] == internlm2["w3"] == MLP_IN   # InternLM2: w2 is down
 
 
 @pytest.mark.parametrize("model_id", sorted(m for m in MODELS if catalog_config(m) is None))
