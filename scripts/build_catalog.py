@@ -91,9 +91,9 @@ CONFIG_CLASSES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Qwen3Config":
 
 
 def _python_config(text: str, name: str, key: str | None = None) -> dict[str, Any]:
-    """A config written in Python as ``name = {...}`` or ``name = transformers.XConfig(key=value, ...)``, or,
-    with ``key``, the entry ``key`` of a table of configs ``name = {key: {...}, ...}``: its literal values
-    (ast.literal_eval; nothing is executed)."""
+    """A config written in Python as ``name = {...}``, ``name = transformers.XConfig(key=value, ...)`` or
+    ``name = r'''{config.json}'''``, or, with ``key``, the entry ``key`` of a table of configs
+    ``name = {key: {...}, ...}``: its literal values (ast.literal_eval, json.loads; nothing is executed)."""
     for node in ast.walk(ast.parse(text)):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
@@ -101,6 +101,9 @@ def _python_config(text: str, name: str, key: str | None = None) -> dict[str, An
         if isinstance(node.value, ast.Dict):
             table = ast.literal_eval(node.value)
             return table[key] if key is not None else table
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            # a config.json pasted into a string literal
+            return json.loads(node.value.value)
         if isinstance(node.value, ast.Call) and not node.value.args:
             cls = ast.unparse(node.value.func).rsplit(".", 1)[-1]
             out = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if kw.arg}
