@@ -46,6 +46,7 @@ ARCH_KEYS = frozenset({
     "ffn_hidden_size", "n_inner", "d_ff", "d_kv", "num_hidden_layers", "n_layer", "num_layers",
     "num_decoder_layers", "num_attention_heads", "n_head", "num_heads", "num_key_value_heads", "num_kv_heads",
     "n_head_kv", "multi_query", "multi_query_attention", "multi_query_group_num", "new_decoder_architecture",
+    "use_qkv_bias", "use_bias", "no_bias", "qk_layernorm", "use_parallel_residual",
     "parallel_attn", "num_ln_in_parallel_attn", "head_dim", "kv_channels", "vocab_size", "padded_vocab_size",
     "tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "qkv_bias", "add_qkv_bias", "add_bias_linear",
     "enable_bias", "lm_head_bias", "rmsnorm", "max_position_embeddings", "n_positions", "seq_length",
@@ -162,6 +163,11 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
         raw = {k: v for k, v in raw.items() if k != key}
     config = architecture(raw)
     shape = from_hf_config(config, id=item["id"])        # the catalog must read what it ships
+    whole = from_hf_config(raw, id=item["id"])
+    if (whole.param_count(), whole.linear_layers()) != (shape.param_count(), shape.linear_layers()):
+        # a key the reader takes is missing from ARCH_KEYS: the shipped keys would describe another model
+        raise ValueError(f"{item['id']}: the kept keys give {shape.param_count():,} parameters, the whole copy "
+                         f"{whole.param_count():,}; add the missing key to ARCH_KEYS")
     url = f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}"
     repo_name = item["hf_id"].split("/")[-1]
     names = [repo_name] + [n for n in item.get("names", []) if n != repo_name]

@@ -246,6 +246,43 @@ def _qwen_v1(cfg, kw):
     )
 
 
+def _stablelm(cfg, kw):
+    _base(cfg, kw)
+    if _bool(cfg, "qk_layernorm", False) or _bool(cfg, "use_parallel_residual", False):
+        raise ShapeError("stablelm with qk_layernorm or use_parallel_residual (StableLM 2 12B) is not supported")
+    kw.update(attention_bias=_bool(cfg, "use_qkv_bias", False))
+
+
+def _cohere(cfg, kw):
+    _base(cfg, kw, tied=True)
+    qk = _bool(cfg, "use_qk_norm", False)      # weights of (heads, head_dim) for q and (kv_heads, head_dim) for k
+    kw.update(attention_bias=_bool(cfg, "attention_bias", False), o_bias=_bool(cfg, "attention_bias", False),
+              qk_norm=qk, qk_norm_full=qk)
+
+
+def _starcoder2(cfg, kw):
+    _base(cfg, kw, tied=True)
+    b = _bool(cfg, "use_bias", True)
+    kw.update(attention_bias=b, o_bias=b, mlp_bias=b)
+
+
+def _gptj(cfg, kw):
+    hidden = _int(cfg, "n_embd", "hidden_size")
+    heads = _int(cfg, "n_head", "num_attention_heads")
+    kw.update(
+        layers=_int(cfg, "n_layer", "num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, intermediate=_int(cfg, "n_inner", default=4 * hidden), vocab=_int(cfg, "vocab_size"),
+        tied_embeddings=_bool(cfg, "tie_word_embeddings", False), mlp_bias=True, lm_head_bias=True,
+        max_position=_int(cfg, "n_positions", "max_position_embeddings", default=0),
+    )
+
+
+def _gpt_bigcode(cfg, kw):
+    _gpt2(cfg, kw)
+    if _bool(cfg, "multi_query", True):
+        kw.update(kv_heads=1)      # one key/value head: c_attn is hidden + 2 * head_dim wide
+
+
 def _chatglm(cfg, kw):
     hidden = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
@@ -363,6 +400,7 @@ READERS: dict[str, Reader] = {
     "gemma": _gemma, "gemma2": _gemma, "gemma3_text": _gemma,
     "phi3": _phi3, "phimoe": _phimoe, "internlm2": _internlm2, "baichuan": _base,
     "glm": _glm, "glm4": _glm, "glm4_moe": _glm4_moe, "chatglm": _chatglm, "internlm": _internlm, "qwen": _qwen_v1,
+    "stablelm": _stablelm, "cohere": _cohere, "starcoder2": _starcoder2, "gptj": _gptj, "gpt_bigcode": _gpt_bigcode,
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "olmo2": _olmo2, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "bloom": _bloom, "falcon": _falcon, "opt": _opt_model,
     "t5": _t5,
