@@ -303,6 +303,28 @@ def test_a_name_that_goes_on_with_a_size_word_is_a_sibling_the_catalog_lacks():
     assert [m.shape.id for m in find_models_in_text("gpt2-medium, then gpt2 on a T4")] == ["gpt2-medium", "gpt2"]
 
 
+@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-72b",
+                                  "command-r-plus", "CohereForAI/c4ai-command-r-plus-08-2024", "Qwen2.5-Coder-7B"])
+def test_a_variant_of_a_catalog_model_is_not_that_model(name):
+    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-7B has a vision tower
+    assert resolve_model(name)[0] is None
+    assert find_models_in_text(f"OOM while training {name} with LoRA") == []
+
+
+def test_a_bare_family_alias_followed_by_a_size_is_a_sibling():
+    # "BLOOM" is the 176B model; bloom-560m, bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones
+    assert resolve_model("BLOOM")[0].id == "bloom-176b"
+    for name in ("bigscience/bloom-560m", "bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
+        assert resolve_model(name)[0] is None, name
+    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-176b"]
+
+
+def test_variant_words_after_a_space_are_prose_not_names():
+    found = find_models_in_text("fine-tuning llama-2-7b with mini-batch 4 and max length 512")
+    assert [m.shape.id for m in found] == ["llama-2-7b"]
+    assert resolve_model("GLM-4.5")[0].id == "glm-4.5" and resolve_model("Phi-4-mini-instruct")[0].id == "phi-4-mini"
+
+
 def test_text_scanning_finds_the_one_mention_in_a_long_text():
     big = ("Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total capacity) llama " * 4000) + "qwen2.5-7b"
     found = find_models_in_text(big)
