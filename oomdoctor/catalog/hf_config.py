@@ -267,14 +267,9 @@ def _starcoder2(cfg, kw):
 
 
 def _gptj(cfg, kw):
-    hidden = _int(cfg, "n_embd", "hidden_size")
-    heads = _int(cfg, "n_head", "num_attention_heads")
-    kw.update(
-        layers=_int(cfg, "n_layer", "num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
-        head_dim=hidden // heads, intermediate=_int(cfg, "n_inner", default=4 * hidden), vocab=_int(cfg, "vocab_size"),
-        tied_embeddings=_bool(cfg, "tie_word_embeddings", False), mlp_bias=True, lm_head_bias=True,
-        max_position=_int(cfg, "n_positions", "max_position_embeddings", default=0),
-    )
+    _gpt_base(cfg, kw, tied=False)
+    kw.update(mlp_bias=True, lm_head_bias=True,
+              max_position=_int(cfg, "n_positions", "max_position_embeddings", default=0))
 
 
 def _gpt_bigcode(cfg, kw):
@@ -298,16 +293,22 @@ def _chatglm(cfg, kw):
     )
 
 
-def _gpt2(cfg, kw):
+def _gpt_base(cfg, kw, tied: bool) -> None:
+    """The keys of GPT-2-style configs (n_embd, n_head, n_layer, n_inner), shared by GPT-2, GPTBigCode and GPT-J."""
     hidden = _int(cfg, "n_embd", "hidden_size")
     heads = _int(cfg, "n_head", "num_attention_heads")
     kw.update(
         layers=_int(cfg, "n_layer", "num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
         head_dim=hidden // heads, intermediate=_int(cfg, "n_inner", default=4 * hidden), vocab=_int(cfg, "vocab_size"),
-        tied_embeddings=_bool(cfg, "tie_word_embeddings", True), attention_bias=True, o_bias=True, mlp_bias=True,
-        pos_embeddings=_int(cfg, "n_positions", "max_position_embeddings"), max_position=_int(
-            cfg, "n_positions", "max_position_embeddings"), mlp_gated=False,
+        tied_embeddings=_bool(cfg, "tie_word_embeddings", tied),
     )
+
+
+def _gpt2(cfg, kw):
+    _gpt_base(cfg, kw, tied=True)
+    positions = _int(cfg, "n_positions", "max_position_embeddings")
+    kw.update(attention_bias=True, o_bias=True, mlp_bias=True, pos_embeddings=positions, max_position=positions,
+              mlp_gated=False)
 
 
 def _gpt_neox(cfg, kw):
