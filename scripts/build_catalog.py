@@ -46,6 +46,7 @@ ARCH_KEYS = frozenset({
     "ffn_hidden_size", "n_inner", "d_ff", "d_kv", "num_hidden_layers", "n_layer", "num_layers",
     "num_decoder_layers", "num_attention_heads", "n_head", "num_heads", "num_key_value_heads", "num_kv_heads",
     "n_head_kv", "multi_query", "multi_query_attention", "multi_query_group_num", "new_decoder_architecture",
+    "use_qkv_bias", "use_bias", "no_bias", "qk_layernorm", "use_parallel_residual",
     "parallel_attn", "num_ln_in_parallel_attn", "head_dim", "kv_channels", "vocab_size", "padded_vocab_size",
     "tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "qkv_bias", "add_qkv_bias", "add_bias_linear",
     "enable_bias", "lm_head_bias", "rmsnorm", "max_position_embeddings", "n_positions", "seq_length",
@@ -90,15 +91,20 @@ CONFIG_CLASSES = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "Qwen3Config":
                   "DeepseekV2Config": "deepseek_v2", "DeepseekV3Config": "deepseek_v3", "GptOssConfig": "gpt_oss"}
 
 
-def _python_config(text: str, name: str) -> dict[str, Any]:
-    """A config written in Python as ``name = {...}`` or ``name = transformers.XConfig(key=value, ...)``: its
-    literal values (ast.literal_eval; nothing is executed)."""
+def _python_config(text: str, name: str, key: str | None = None) -> dict[str, Any]:
+    """A config written in Python as ``name = {...}``, ``name = transformers.XConfig(key=value, ...)`` or
+    ``name = r'''{config.json}'''``, or, with ``key``, the entry ``key`` of a table of configs
+    ``name = {key: {...}, ...}``: its literal values (ast.literal_eval, json.loads; nothing is executed)."""
     for node in ast.walk(ast.parse(text)):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
             continue
         if isinstance(node.value, ast.Dict):
-            return ast.literal_eval(node.value)
+            table = ast.literal_eval(node.value)
+            return table[key] if key is not None else table
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            # a config.json pasted into a string literal
+            return json.loads(node.value.value)
         if isinstance(node.value, ast.Call) and not node.value.args:
             cls = ast.unparse(node.value.func).rsplit(".", 1)[-1]
             out = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if kw.arg}
@@ -113,7 +119,7 @@ def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | 
     text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
                           capture_output=True, text=True).stdout
     if assigned is not None:
-        return _python_config(text, assigned)
+        return _python_config(text, assigned, preset)
     if preset is None:
         return json.loads(text)
     # MLC LLM's presets: one dict literal of config dicts (read with ast.literal_eval, nothing executed)
@@ -142,19 +148,41 @@ def size_label(shape) -> str:
 
 def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> dict[str, Any]:
     src = sources[item["from"]]
-    raw = read_source(mirrors, src["repo"], src["commit"], item["path"], item.get("preset"), item.get("assigned"))
+    # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
+    commit = item.get("commit", src["commit"])
+    raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"))
+    if item.get("model_type"):
+        # a table whose dicts the repository hands to one configuration class, so they carry no model_type
+        if raw.get("model_type"):
+            raise ValueError(f"{item['id']}: the copy has a model_type; 'model_type' in the item is for copies without")
+        raw = {"model_type": item["model_type"], **raw}
+    for key in item.get("drop", []):
+        # a key the vendoring repository edited (e.g. a context length cut for a device): left out, not guessed
+        if key not in raw:
+            raise ValueError(f"{item['id']}: 'drop' names {key!r}, which the copy does not have")
+        raw = {k: v for k, v in raw.items() if k != key}
     config = architecture(raw)
     shape = from_hf_config(config, id=item["id"])        # the catalog must read what it ships
-    url = f"https://github.com/{src['repo']}/blob/{src['commit']}/{item['path']}"
+    whole = from_hf_config(raw, id=item["id"])
+    if (whole.param_count(), whole.linear_layers()) != (shape.param_count(), shape.linear_layers()):
+        # a key the reader takes is missing from ARCH_KEYS: the shipped keys would describe another model
+        raise ValueError(f"{item['id']}: the kept keys give {shape.param_count():,} parameters, the whole copy "
+                         f"{whole.param_count():,}; add the missing key to ARCH_KEYS")
+    url = f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}"
     repo_name = item["hf_id"].split("/")[-1]
     names = [repo_name] + [n for n in item.get("names", []) if n != repo_name]
     out: dict[str, Any] = {"id": item["id"], "family": item["family"], "size": size_label(shape),
                            "hf_id": item["hf_id"], "names": names, "source": url}
     notes = []
-    if item.get("preset"):
+    if item.get("preset") and not item.get("assigned"):
         notes.append(f"MLC LLM preset {item['preset']!r} (its copy of the model's config.json)")
     if item.get("assigned"):
-        notes.append(f"{item['assigned']} in that file (the config's values, written in Python)")
+        where = f"{item['assigned']}[{item['preset']!r}]" if item.get("preset") else item["assigned"]
+        notes.append(f"{where} in that file (the config's values, written in Python)")
+    if item.get("model_type"):
+        notes.append(f"model_type {item['model_type']!r} is the configuration class the repository builds it with")
+    if item.get("drop"):
+        notes.append(f"left out, as this copy edited them: {', '.join(item['drop'])}")
     if item.get("note"):
         notes.append(item["note"])
     if shape.text_only:

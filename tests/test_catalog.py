@@ -63,7 +63,7 @@ def test_recorded_file_matches_catalog():
     for mid, r in rec.items():
         shape = MODELS[mid]
         assert r["catalog_model_type"] == shape.model_type
-        assert r["substitute"] == (shape.model_type in ("chatglm", "baichuan", "internlm2"))
+        assert r["substitute"] == (shape.model_type in ("chatglm", "baichuan", "internlm2", "internlm", "qwen"))
         assert r["class"].endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel"))
         assert r["transformers"] and r["torch"]
 
@@ -205,10 +205,15 @@ def test_every_entry_has_sources_and_names():
 
 def test_catalog_is_mostly_generated_from_real_configs():
     generated = [s for s in MODELS.values() if catalog_config(s.id) is not None]
-    assert len(generated) >= 60
+    assert len(generated) >= 130 and len(generated) >= 0.9 * len(MODELS)
     families = {s.family for s in generated}
-    assert {"llama-2", "llama-3.1", "llama-4", "qwen3", "qwen3-moe", "qwen3-vl", "gpt-oss", "deepseek-v3", "kimi-k2",
-            "mixtral", "gemma-2", "gpt-2", "olmo-2", "llava", "smollm2"} <= families
+    assert {"llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "llama-3.3", "llama-4", "qwen", "qwen2", "qwen2.5",
+            "qwen3", "qwen3-moe", "qwen2.5-vl", "qwen3-vl", "gpt-oss", "deepseek-v3", "deepseek-r1", "kimi-k2", "mixtral",
+            "mistral", "mistral-nemo", "gemma-2", "gemma-3", "phi-3", "phi-4", "glm-4", "glm-4.5", "chatglm3", "olmo-2",
+            "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "opt", "gpt-2", "gpt-neox", "bloom",
+            "llava"} <= families
+    # every architecture the estimate sizes beyond the Llama family is read from a real config.json
+    assert {"t5", "opt", "bloom", "falcon", "gpt_neox", "gpt2", "qwen", "chatglm"} <= {s.model_type for s in generated}
 
 
 # ---------------------------------------------------------------- resolution
@@ -303,6 +308,28 @@ def test_a_name_that_goes_on_with_a_size_word_is_a_sibling_the_catalog_lacks():
     assert [m.shape.id for m in find_models_in_text("gpt2-medium, then gpt2 on a T4")] == ["gpt2-medium", "gpt2"]
 
 
+@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-72b",
+                                  "command-r-plus", "CohereForAI/c4ai-command-r-plus-08-2024", "Qwen2.5-Coder-7B"])
+def test_a_variant_of_a_catalog_model_is_not_that_model(name):
+    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-7B has a vision tower
+    assert resolve_model(name)[0] is None
+    assert find_models_in_text(f"OOM while training {name} with LoRA") == []
+
+
+def test_a_bare_family_alias_followed_by_a_size_is_a_sibling():
+    # "BLOOM" is the 176B model; bloom-560m, bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones
+    assert resolve_model("BLOOM")[0].id == "bloom-176b"
+    for name in ("bigscience/bloom-560m", "bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
+        assert resolve_model(name)[0] is None, name
+    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-176b"]
+
+
+def test_variant_words_after_a_space_are_prose_not_names():
+    found = find_models_in_text("fine-tuning llama-2-7b with mini-batch 4 and max length 512")
+    assert [m.shape.id for m in found] == ["llama-2-7b"]
+    assert resolve_model("GLM-4.5")[0].id == "glm-4.5" and resolve_model("Phi-4-mini-instruct")[0].id == "phi-4-mini"
+
+
 def test_text_scanning_finds_the_one_mention_in_a_long_text():
     big = ("Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total capacity) llama " * 4000) + "qwen2.5-7b"
     found = find_models_in_text(big)
@@ -374,9 +401,32 @@ def test_from_hf_config_other_layouts():
         "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
         "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
         "query_pre_attn_scalar": 168, "sliding_window": 1024}}
-    assert from_hf_config(sparse).param_count() == MODELS["gemma-3-27b"].param_count()
+    full = MODELS["gemma-3-27b"]        # read from a config.json with its vision tower: the language model is the rest
+    assert full.vision is not None
+    assert from_hf_config(sparse).param_count() == full.param_count() - full.vision.params
     yi = dict(to_hf_config(MODELS["yi-6b"]), model_type="Yi")
     assert from_hf_config(yi).param_count() == MODELS["yi-6b"].param_count()
+
+
+def test_qwen_1_reads_intermediate_size_as_twice_its_mlp_width():
+    # Qwen/Qwen-7B-Chat's config.json (the keys the reader takes): QWenLMHeadModel builds w1 and w2 of
+    # intermediate_size // 2, so Qwen-7B has Qwen1.5-7B's shape and count.
+    qwen7b = {"model_type": "qwen", "hidden_size": 4096, "intermediate_size": 22016, "kv_channels": 128,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 151936, "no_bias": True,
+              "tie_word_embeddings": False}
+    s = from_hf_config(qwen7b)
+    assert s.intermediate == 11008 and s.attention_bias and not s.o_bias and not s.mlp_bias
+    assert s.param_count() == MODELS["qwen1.5-7b"].param_count() == 7_721_324_544
+    assert {l.name for l in s.linear_layers()} == {"c_attn", "c_proj", "w1", "w2"}
+
+
+def test_a_projection_reading_the_hidden_state_is_an_mlp_input_whatever_its_name():
+    from oomdoctor.estimate.anatomy import MLP_IN, MLP_OUT, blocks
+    roles = {(b.name, b.d_in): b.role for b in blocks(MODELS["qwen-7b"])}
+    assert roles[("w1", 4096)] == roles[("w2", 4096)] == MLP_IN      # Qwen (1): w2 is the gated input
+    assert roles[("c_proj", 11008)] == MLP_OUT
+    internlm2 = {b.name: b.role for b in blocks(MODELS["internlm2.5-7b"])}
+    assert internlm2["w2"] == MLP_OUT and internlm2["w1"] == internlm2["w3"] == MLP_IN   # InternLM2: w2 is down
 
 
 @pytest.mark.parametrize("model_id", sorted(m for m in MODELS if catalog_config(m) is None))

@@ -17,6 +17,11 @@ parameter layout is identical (see ``tf_config``):
     NormHead == lm_head weight.
   * internlm2 (InternLM2.5): LlamaForCausalLM -- wqkv == q/k/v_proj, wo ==
     o_proj, w1/w3/w2 == gate/up/down_proj.
+  * internlm (InternLM 1): LlamaForCausalLM with attention_bias -- q/k/v/o_proj
+    with the config's bias, gate/up/down_proj without.
+  * qwen (Qwen 1): Qwen2ForCausalLM -- c_attn == q/k/v_proj with bias, c_proj
+    == o_proj without, w2/w1/c_proj == gate/up/down_proj at intermediate_size/2,
+    RMSNorms, untied lm_head.
 
 Usage: bench/accuracy/.venv/bin/python bench/accuracy/param_counts.py [--check]
 """
@@ -38,9 +43,11 @@ from oomdoctor.catalog.hf_config import MULTIMODAL_TYPES  # noqa: E402
 from oomdoctor.catalog.models import catalog_config  # noqa: E402
 
 # remote-code model types -> transformers model type with the same parameter layout
-SUBSTITUTES = {"chatglm": "glm", "baichuan": "llama", "internlm2": "llama"}
+SUBSTITUTES = {"chatglm": "glm", "baichuan": "llama", "internlm2": "llama", "internlm": "llama", "qwen": "qwen2"}
 # model_type spellings of a config.json that transformers builds under another name (same layout)
-RENAMED = {"kimi_k2": "deepseek_v3"}
+RENAMED = {"kimi_k2": "deepseek_v3", "RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+# key names of the first Falcon configs (tiiuae's RWConfig.attribute_map) that FalconConfig no longer maps
+LEGACY_KEYS = {"falcon": {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers", "n_head_kv": "num_kv_heads"}}
 
 
 def tf_config(shape: ModelShape) -> tuple[str, dict]:
@@ -58,6 +65,8 @@ def tf_config(shape: ModelShape) -> tuple[str, dict]:
             if shape.attention_bias != shape.o_bias:
                 raise ValueError(f"{shape.id}: LlamaConfig cannot express q/k/v bias without o bias")
             kw["mlp_bias"] = shape.mlp_bias
+        if target == "qwen2" and not (shape.attention_bias and not shape.o_bias and not shape.mlp_bias):
+            raise ValueError(f"{shape.id}: Qwen2Config has q/k/v biases only")
         return target, kw
     cfg = to_hf_config(shape)
     mt = cfg.pop("model_type")
@@ -73,6 +82,9 @@ def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
         return None
     kw = {k: v for k, v in config.items() if k != "model_type"}
     mt = RENAMED.get(config["model_type"], config["model_type"])
+    for old, new in LEGACY_KEYS.get(mt, {}).items():
+        if old in kw:
+            kw.setdefault(new, kw.pop(old))
     return mt, kw
 
 

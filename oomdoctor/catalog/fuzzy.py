@@ -1,9 +1,9 @@
 """Resolve what people type ("llama3-8b-instruct", "qwen2.5 7b", "通义千问2.5-7B") to catalog models.
 
 Names are compared as canonical tokens (``names``).  Exact token matches win; a
-fuzzy match is only accepted among aliases whose size tokens *and* version
-numbers are identical to the query's, so 7b never becomes 70b or 72b, 8x7b never
-7b, and Llama 3.1 never 3.2.
+fuzzy match is only accepted among aliases whose size tokens, version numbers and
+variant words are identical to the query's, so 7b never becomes 70b or 72b, 8x7b
+never 7b, Llama 3.1 never 3.2, and Qwen2.5-VL-7B never Qwen2.5-7B.
 
 Everything is linear in the input length; the regular expressions have no nested
 quantifiers.
@@ -17,7 +17,7 @@ from typing import Iterable
 from rapidfuzz import fuzz, process
 
 from .models import load_models
-from .names import (NOISE, SIZE_RE, SIZE_WORDS, SUFFIX_NOISE, VERSION_RE, alias_keys, blank_format_tags,
+from .names import (NOISE, SIZE_RE, SUFFIX_NOISE, VARIANT_WORDS, VERSION_RE, alias_keys, blank_format_tags,
                     normalize_tokens, tokens_with_spans)
 from .shape import ModelShape
 
@@ -32,16 +32,18 @@ MATCH_THRESHOLD = 85.0
 MAX_WINDOW = 8
 
 
-def _signature(tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+def _signature(tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    tokens = tuple(tokens)
     sizes = frozenset(t for t in tokens if SIZE_RE.match(t))
     versions = frozenset(t for t in tokens if VERSION_RE.match(t))
-    return sizes, versions
+    variants = frozenset(t for t in tokens if t in VARIANT_WORDS)
+    return sizes, versions, variants
 
 
 class _Index:
     def __init__(self, shapes: Iterable[ModelShape]):
         self.exact: dict[tuple[str, ...], tuple[ModelShape, str]] = {}
-        self.by_sig: dict[tuple[frozenset[str], frozenset[str]], list[tuple[str, ModelShape, str]]] = {}
+        self.by_sig: dict[tuple[frozenset[str], ...], list[tuple[str, ModelShape, str]]] = {}
         for shape in shapes:
             for alias, key in alias_keys(shape):
                 self.exact.setdefault(key, (shape, alias))
@@ -70,7 +72,7 @@ def resolve_model(text: str, models: dict[str, ModelShape] | None = None
 
     Exact normalised matches score 100.  Otherwise the best fuzzy match among
     aliases with the same size and version tokens is accepted at
-    ``MATCH_THRESHOLD``; as a last resort a model mentioned inside the text (a
+    ``MATCH_THRESHOLD`` (and the same variant words: Qwen2.5-VL-7B is not Qwen2.5-7B); as a last resort a model mentioned inside the text (a
     log line, a ``from_pretrained(...)`` call) is returned.
     """
     if not isinstance(text, str) or not text.strip():
@@ -142,8 +144,12 @@ def find_models_in_text(text: str, models: dict[str, ModelShape] | None = None) 
         width, (shape, alias) = found
         start, end = toks[i].start, toks[i + width - 1].end
         after = i + width
-        if after < n and toks[after].text in SIZE_WORDS and text[end:toks[after].start] in ("-", "_"):
-            i = after + 1          # "gpt2-large" names a larger sibling of gpt2, not gpt2
+        sep = text[end:toks[after].start] if after < n else " "
+        if (sep in ("-", "_") and toks[after].text in VARIANT_WORDS) or (
+                sep in ("-", "_", "") and SIZE_RE.match(toks[after].text)
+                and not any(SIZE_RE.match(t.text) for t in toks[i:after])):
+            # "gpt2-large", "GLM-4.5-Air", "bloom-7b1" name a sibling of gpt2 / GLM-4.5 / BLOOM, not the model
+            i = after + 1
             continue
         # extend over trailing noise such as -Instruct / -hf so the reported text is the whole name
         j = i + width

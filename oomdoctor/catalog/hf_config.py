@@ -24,6 +24,8 @@ ALIASES = {
     "yi": "llama", "Yi": "llama", "kimi_k2": "deepseek_v3", "RefinedWeb": "falcon", "RefinedWebModel": "falcon",
     "mistral3_text": "mistral", "qwen2_5_vl_text": "qwen2", "qwen2_vl_text": "qwen2", "qwen3_vl_text": "qwen3",
     "qwen3_vl_moe_text": "qwen3_moe",
+    # OLMo 3 is OLMo 2 with sliding-window attention in some layers: the same parameters
+    "olmo3": "olmo2",
 }
 
 # transformers' Gemma3TextConfig defaults (checked against transformers 5.24).
@@ -224,6 +226,58 @@ def _olmo2(cfg, kw):
     kw.update(attention_bias=ab, o_bias=ab, qk_norm=True, qk_norm_full=True)
 
 
+def _internlm(cfg, kw):
+    """InternLM (1), remote code: a Llama layout whose q, k, v and o projections carry a bias when ``bias``."""
+    _base(cfg, kw)
+    b = _bool(cfg, "bias", True)
+    kw.update(attention_bias=b, o_bias=b)
+
+
+def _qwen_v1(cfg, kw):
+    """Qwen (1), remote code (QWenLMHeadModel): ``intermediate_size`` is twice the width of w1 and w2."""
+    hidden = _int(cfg, "hidden_size")
+    heads = _int(cfg, "num_attention_heads")
+    bias = not _bool(cfg, "no_bias", True)
+    kw.update(
+        layers=_int(cfg, "num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=_int(cfg, "kv_channels", default=hidden // heads), intermediate=_int(cfg, "intermediate_size") // 2,
+        vocab=_int(cfg, "vocab_size"), tied_embeddings=_bool(cfg, "tie_word_embeddings", False),
+        attention_bias=True, o_bias=bias, mlp_bias=bias, max_position=_int(cfg, "max_position_embeddings", default=0),
+    )
+
+
+def _stablelm(cfg, kw):
+    _base(cfg, kw)
+    if _bool(cfg, "qk_layernorm", False) or _bool(cfg, "use_parallel_residual", False):
+        raise ShapeError("stablelm with qk_layernorm or use_parallel_residual (StableLM 2 12B) is not supported")
+    kw.update(attention_bias=_bool(cfg, "use_qkv_bias", False))
+
+
+def _cohere(cfg, kw):
+    _base(cfg, kw, tied=True)
+    qk = _bool(cfg, "use_qk_norm", False)      # weights of (heads, head_dim) for q and (kv_heads, head_dim) for k
+    kw.update(attention_bias=_bool(cfg, "attention_bias", False), o_bias=_bool(cfg, "attention_bias", False),
+              qk_norm=qk, qk_norm_full=qk)
+
+
+def _starcoder2(cfg, kw):
+    _base(cfg, kw, tied=True)
+    b = _bool(cfg, "use_bias", True)
+    kw.update(attention_bias=b, o_bias=b, mlp_bias=b)
+
+
+def _gptj(cfg, kw):
+    _gpt_base(cfg, kw, tied=False)
+    kw.update(mlp_bias=True, lm_head_bias=True,
+              max_position=_int(cfg, "n_positions", "max_position_embeddings", default=0))
+
+
+def _gpt_bigcode(cfg, kw):
+    _gpt2(cfg, kw)
+    if _bool(cfg, "multi_query", True):
+        kw.update(kv_heads=1)      # one key/value head: c_attn is hidden + 2 * head_dim wide
+
+
 def _chatglm(cfg, kw):
     hidden = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
@@ -239,16 +293,22 @@ def _chatglm(cfg, kw):
     )
 
 
-def _gpt2(cfg, kw):
+def _gpt_base(cfg, kw, tied: bool) -> None:
+    """The keys of GPT-2-style configs (n_embd, n_head, n_layer, n_inner), shared by GPT-2, GPTBigCode and GPT-J."""
     hidden = _int(cfg, "n_embd", "hidden_size")
     heads = _int(cfg, "n_head", "num_attention_heads")
     kw.update(
         layers=_int(cfg, "n_layer", "num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
         head_dim=hidden // heads, intermediate=_int(cfg, "n_inner", default=4 * hidden), vocab=_int(cfg, "vocab_size"),
-        tied_embeddings=_bool(cfg, "tie_word_embeddings", True), attention_bias=True, o_bias=True, mlp_bias=True,
-        pos_embeddings=_int(cfg, "n_positions", "max_position_embeddings"), max_position=_int(
-            cfg, "n_positions", "max_position_embeddings"), mlp_gated=False,
+        tied_embeddings=_bool(cfg, "tie_word_embeddings", tied),
     )
+
+
+def _gpt2(cfg, kw):
+    _gpt_base(cfg, kw, tied=True)
+    positions = _int(cfg, "n_positions", "max_position_embeddings")
+    kw.update(attention_bias=True, o_bias=True, mlp_bias=True, pos_embeddings=positions, max_position=positions,
+              mlp_gated=False)
 
 
 def _gpt_neox(cfg, kw):
@@ -340,7 +400,8 @@ READERS: dict[str, Reader] = {
     "qwen2": _qwen2, "qwen3": _qwen3, "qwen2_moe": _qwen_moe, "qwen3_moe": _qwen_moe,
     "gemma": _gemma, "gemma2": _gemma, "gemma3_text": _gemma,
     "phi3": _phi3, "phimoe": _phimoe, "internlm2": _internlm2, "baichuan": _base,
-    "glm": _glm, "glm4": _glm, "glm4_moe": _glm4_moe, "chatglm": _chatglm,
+    "glm": _glm, "glm4": _glm, "glm4_moe": _glm4_moe, "chatglm": _chatglm, "internlm": _internlm, "qwen": _qwen_v1,
+    "stablelm": _stablelm, "cohere": _cohere, "starcoder2": _starcoder2, "gptj": _gptj, "gpt_bigcode": _gpt_bigcode,
     "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss, "llama4_text": _llama4,
     "olmo2": _olmo2, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "bloom": _bloom, "falcon": _falcon, "opt": _opt_model,
     "t5": _t5,

@@ -18,14 +18,14 @@ from typing import Iterator
 
 from .shape import ModelShape
 
-__all__ = ["NOISE", "SUFFIX_NOISE", "SIZE_RE", "SIZE_WORDS", "VERSION_RE", "Token", "alias_keys", "blank_format_tags",
+__all__ = ["NOISE", "SUFFIX_NOISE", "SIZE_RE", "SIZE_WORDS", "VARIANT_WORDS", "VERSION_RE", "Token", "alias_keys", "blank_format_tags",
            "canonical", "normalize_tokens", "tokens_with_spans"]
 
 # Chinese names people use for these families (mapped to Latin tokens).
 _CJK_WORDS: tuple[tuple[str, str], ...] = (
     ("书生·浦语", "internlm"), ("书生浦语", "internlm"), ("浦语", "internlm"),
     ("通义千问", "qwen"), ("千问", "qwen"), ("百川", "baichuan"),
-    ("深度求索", "deepseek"), ("羊驼", "llama"), ("蒸馏", "distill"),
+    ("深度求索", "deepseek"), ("羊驼", "llama"), ("蒸馏", "distill"), ("猎鹰", "falcon"),
     ("零一万物", ""), ("智谱", ""),
 )
 _CJK_RE = re.compile("|".join(re.escape(w) for w, _ in _CJK_WORDS))
@@ -53,6 +53,10 @@ SUFFIX_NOISE = frozenset({"instruct", "chat", "hf", "base", "it", "pt", "sft", "
 # Sizes some families give in words (gpt2-large, t5-xl): a name that goes on with one is a sibling of the alias
 # it starts with, another model.
 SIZE_WORDS = frozenset({"small", "medium", "large", "xl", "xxl"})
+# Words that make another model of a family (GLM-4.5-Air, Command R+ "plus", Qwen2.5-VL, Qwen2.5-Coder): a name
+# with one is never read as a catalog model whose aliases lack it, nor the reverse.
+VARIANT_WORDS = SIZE_WORDS | frozenset({"air", "plus", "vl", "vision", "coder", "math", "omni", "audio", "guard",
+                                        "flash", "lite", "turbo", "pro", "max", "nano", "mini", "next"})
 SIZE_RE = re.compile(r"^(?:\d+x)?\d+(?:\.\d+)?[bm]$|^a\d+(?:\.\d+)?b$")
 VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
 

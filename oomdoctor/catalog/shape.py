@@ -131,6 +131,15 @@ LAYOUTS: dict[str, dict[str, str | None]] = {
                  gate=None, up="dense_h_to_4h", gate_up=None, down="dense_4h_to_h"),
     "opt": dict(q="q_proj", k="k_proj", v="v_proj", qkv=None, o="out_proj",
                 gate=None, up="fc1", gate_up=None, down="fc2"),
+    # Qwen (1): one biased c_attn for q, k and v; the MLP multiplies w1's output by silu of w2's (remote code).
+    "qwen": dict(q=None, k=None, v=None, qkv="c_attn", o="c_proj",
+                 gate="w2", up="w1", gate_up=None, down="c_proj"),
+    # GPT-J: separate q/k/v and out_proj without bias, a biased fc_in/fc_out MLP beside the attention.
+    "gptj": dict(q="q_proj", k="k_proj", v="v_proj", qkv=None, o="out_proj",
+                 gate=None, up="fc_in", gate_up=None, down="fc_out"),
+    # StarCoder2: Llama's attention names, a GPT-2-style c_fc/c_proj MLP.
+    "starcoder2": dict(q="q_proj", k="k_proj", v="v_proj", qkv=None, o="o_proj",
+                       gate=None, up="c_fc", gate_up=None, down="c_proj"),
     # T5: v1.0 has wi/wo, v1.1 and Flan-T5 a gated wi_0/wi_1/wo.
     "t5": dict(q="q", k="k", v="v", qkv=None, o="o", gate="wi_0", up="wi_1", gate_up=None, down="wo"),
 }
@@ -165,6 +174,13 @@ _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
     "chatglm": ("chatglm", "proj", 2, False, "rmsnorm"),
     "baichuan": ("baichuan", "proj", 2, False, "rmsnorm"),
     "internlm2": ("internlm2", "proj", 2, False, "rmsnorm"),
+    "internlm": ("llama", "proj", 2, False, "rmsnorm"),
+    "stablelm": ("llama", "proj", 2, False, "layernorm"),
+    "cohere": ("llama", "proj", 1, False, "rmsnorm"),      # one weight-only LayerNorm a layer (parallel block)
+    "starcoder2": ("starcoder2", "proj", 2, False, "layernorm"),
+    "gptj": ("gptj", "proj", 1, False, "layernorm"),
+    "gpt_bigcode": ("gpt2", "proj", 2, False, "layernorm"),
+    "qwen": ("qwen", "proj", 2, False, "rmsnorm"),
     "gpt_oss": ("llama", "proj", 2, False, "rmsnorm"),
     "llama4_text": ("llama", "proj", 2, False, "rmsnorm"),
     "olmo2": ("llama", "proj", 2, True, "rmsnorm"),
@@ -181,7 +197,7 @@ _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
 ROUTER_NAMES = {"phimoe": "router", "gpt_oss": "router", "llama4_text": "router"}
 
 # Model types whose MLP is two matrices with an activation between (no gate).
-PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "bloom", "falcon", "opt"})
+PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "bloom", "falcon", "opt", "gptj", "starcoder2", "gpt_bigcode"})
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_TYPE_DEFAULTS))
 

@@ -121,7 +121,7 @@ def dims(shape: Any) -> Dims:
     )
 
 
-def _role(name: str, kind: str | None, d_in: int, hidden: int) -> str:
+def _role(name: str, kind: str | None, d_in: int, hidden: int, d_out: int) -> str:
     if kind == "router":
         return ROUTER
     attention = kind == "attn" if kind else name in ATTN_NAMES
@@ -129,7 +129,9 @@ def _role(name: str, kind: str | None, d_in: int, hidden: int) -> str:
         if name in LATENT_ROLES:
             return LATENT_ROLES[name]
         return ATTN_OUT if name in ATTN_OUT_NAMES else ATTN_IN
-    if name in MLP_OUT_NAMES or d_in != hidden:
+    # the width it reads decides; a name only where both widths equal the hidden size (Qwen (1)'s w2 reads
+    # the hidden state although Mixtral's w2 reads the product)
+    if d_in != hidden or (name in MLP_OUT_NAMES and d_out == hidden):
         return MLP_OUT
     return MLP_IN
 
@@ -140,7 +142,7 @@ def blocks(shape: Any) -> list[Block]:
     for lin in shape.linear_layers():
         kind = getattr(lin, "kind", None)
         out.append(Block(lin.name, lin.d_in, lin.d_out, lin.count, bool(getattr(lin, "bias", False)),
-                         _role(lin.name, kind, lin.d_in, hidden), kind in EXPERT_KINDS))
+                         _role(lin.name, kind, lin.d_in, hidden, lin.d_out), kind in EXPERT_KINDS))
     return out
 
 
