@@ -67,10 +67,14 @@ def test_offloading_moves_what_save_on_cpu_moves(case):
 @pytest.mark.parametrize("case", _cases("optim_bwd"), ids=lambda c: c["name"])
 def test_optimizer_in_backward_holds_one_gradient_at_a_time(case):
     cell = Cell.from_dict(case["cell"])
-    est = estimate(replace(setup_for_cell(replace(cell, padded=False)), optimizer_in_backward=True))
+    setup = setup_for_cell(replace(cell, padded=False))
+    if case.get("chunks"):
+        setup = replace(setup, loss="chunked", loss_chunks=case["chunks"])
+    est = estimate(replace(setup, optimizer_in_backward=True))
     m = case["measured"]
-    assert est.allocated_gib * GIB == pytest.approx(m["peak"], rel=0.05)
-    plain = estimate(setup_for_cell(replace(cell, padded=False)))
+    # with the chunked loss the peak is lm_head's gradient being summed over the chunks (three at once)
+    assert est.allocated_gib * GIB == pytest.approx(m["peak"], rel=0.03 if case.get("chunks") else 0.05)
+    plain = estimate(setup)
     assert est.allocated_gib < plain.allocated_gib
 
 

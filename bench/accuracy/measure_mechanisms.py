@@ -21,8 +21,10 @@ estimator's figure for the same ``Setup``:
   against ``Activations.in_layers`` (moved) and ``kept - in_layers`` (stays).
 * ``optimizer_in_backward``: full fine-tuning with one ``torch.optim.AdamW``
   (foreach) per parameter stepped from ``register_post_accumulate_grad_hook``
-  and its gradient freed there.  Measured: the largest gradient bytes alive
-  at once and the step's peak, against the estimate's allocated peak.
+  and its gradient freed there, with the full loss and with the chunked one
+  (lm_head called once per chunk, tied and untied).  Measured: the largest
+  gradient bytes alive at once and the step's peak, against the estimate's
+  allocated peak.
 
 * ``compiled``: every decoder layer put through ``torch.compile`` (inductor,
   as torchtune's ``compile: True`` does layer by layer), no checkpointing.
@@ -83,6 +85,10 @@ CASES = [
     {"name": "compiled_chunked/bf16/b2s64", "kind": "compiled_chunked",
      "cell": Cell("llama", "full", dtype="bf16", batch=2, seq=64), "chunks": 8},
     {"name": "optimizer_in_backward/full/b2s64", "kind": "optim_bwd", "cell": Cell("llama", "full", batch=2, seq=64)},
+    {"name": "optimizer_in_backward/chunked/full/b2s64", "kind": "optim_bwd",
+     "cell": Cell("llama", "full", batch=2, seq=64), "chunks": 4},
+    {"name": "optimizer_in_backward/chunked/full/tied/bf16/b2s64", "kind": "optim_bwd",
+     "cell": Cell("qwen2", "full", dtype="bf16", batch=2, seq=64), "chunks": 8},
     {"name": "optimizer_in_backward/full/b1s64/gc", "kind": "optim_bwd",
      "cell": Cell("llama", "full", batch=1, seq=64, grad_checkpointing=True)},
 ]
@@ -279,11 +285,16 @@ def run_optimizer_in_backward(case) -> dict:
                 tracker.reset_peak()
                 alive["max"] = 0
             tracker.phase, tracker.scope = "fwd", "outside"
-            loss = model(**batch).loss
+            if case.get("chunks"):
+                loss, _ = chunked_loss(model, batch, case["chunks"], tracker)
+            else:
+                loss = model(**batch).loss
             tracker.phase = "bwd"
             loss.backward()
             del loss
     setup = replace(setup_for_cell(replace(cell, padded=False)), optimizer_in_backward=True)
+    if case.get("chunks"):
+        setup = replace(setup, loss="chunked", loss_chunks=case["chunks"])
     est = estimate(setup)
     largest = max(p.numel() * p.element_size() for p in trainable)
     return {"measured": {"grads_at_once": alive["max"], "peak": tracker.peak},
