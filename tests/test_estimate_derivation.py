@@ -68,7 +68,6 @@ SETUPS = {
     "grpo vllm asleep, share too small": dict(method="lora", objective="grpo", vllm="colocate", vllm_sleep=True,
                                               vllm_memory_share=0.05, gpu_memory_gib=80),
     "rloo vllm, no card": dict(method="lora", objective="rloo", vllm="colocate"),
-    "reserve held to the card": dict(method="lora", gpu_memory_gib=29.5),
     "grpo vllm server": dict(method="lora", objective="grpo", vllm="server"),
     "dpo precomputed reference": dict(method="full", objective="dpo", precompute_ref=True),
     "fp8 torchao": dict(method="full", fp8="torchao"),

@@ -34,7 +34,6 @@ for p in (str(ROOT), str(HERE)):
         sys.path.insert(0, p)
 
 from oomdoctor.catalog import get_model  # noqa: E402
-from oomdoctor.catalog.gpus import resolve_gpu  # noqa: E402
 from oomdoctor.estimate import Setup, estimate  # noqa: E402
 from other_rules import accelerate_rule, gpu_poor_rule  # noqa: E402
 
@@ -52,9 +51,6 @@ def load_rows(path: Path = DATA) -> list[dict[str, Any]]:
 def setup_for(row: dict[str, Any]) -> Setup:
     kw = dict(row["setup"])
     kw["model"] = get_model(kw["model"])
-    card = resolve_gpu(row.get("gpu", ""))
-    if card is not None:
-        kw.setdefault("gpu_memory_gib", card.memory_gib)     # the card the run used bounds the allocator's cache
     if kw.pop("experts_fused", True) is False:       # measured on transformers 4: one nn.Linear per expert
         kw["model"] = kw["model"].replace(experts_fused=False)
     for key in ("lora_targets", "modules_to_save"):

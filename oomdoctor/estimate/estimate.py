@@ -282,14 +282,6 @@ def estimate(setup: Setup) -> Estimate:
     reserve = (allocated - pooled) * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
     resident_paged = paged if peak.parts.get("optimizer") else 0.0
-    capped = False
-    if setup.gpu_memory_gib:
-        # The caching allocator never holds more than the card: before it reports out of memory it frees its
-        # cached blocks and retries (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc:
-        # release_available_cached_blocks, then release_cached_blocks).  What is in use still has to fit.
-        room = setup.gpu_memory_gib * GIB - context - resident_paged - allocated
-        if 0 <= room < reserve:
-            reserve, capped = room, True
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
     per_gpu_gib = (allocated + reserve + context + resident_paged) / GIB
@@ -305,12 +297,8 @@ def estimate(setup: Setup) -> Estimate:
         derivation.append(line("estimate.model_parallel", n=split))
     derivation.append(line("estimate.peak", moment=text("moment." + peak.name.replace(" ", "_")), parts=[
         line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
-    if capped:
-        derivation.append(line("estimate.overhead_capped", card=setup.gpu_memory_gib, allocated=allocated / GIB,
-                               context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
-    else:
-        derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
-                               context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+    derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
+                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
     if resident_paged:
         derivation.append(line("optimizer.paged", gib=resident_paged / GIB))
     derivation.append(host[1])

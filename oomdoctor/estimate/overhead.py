@@ -15,11 +15,7 @@
   and reduce-scatter on a side stream in buffers of varying size, and hold
   more: in the 13 sharded pairs there (11 FSDP runs of fms-acceleration, two of
   Answer.AI's with peak reserved beside peak allocated) the median is 24 %,
-  which is used for them (``ALLOCATOR_RESERVE_SHARDED``).  The reserve never
-  takes more than the card has left beside what is in use: before the caching
-  allocator reports out of memory it frees its cached blocks and retries
-  (``c10/cuda/CUDACachingAllocator.cpp``, ``DeviceCachingAllocator::malloc``),
-  so the estimate holds it there when the card's memory is known.
+  which is used for them (``ALLOCATOR_RESERVE_SHARDED``).
 * Host RAM per training process: importing torch + transformers + peft takes
   0.34 GiB of resident memory (measured, CPU build of torch 2.13); the CUDA
   runtime's host side and its kernel libraries add more.  2 GiB per rank is
