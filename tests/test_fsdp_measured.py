@@ -19,3 +19,13 @@ def test_fsdp_holds_exactly_the_root_unit_beyond_one_process_at_the_end_of_forwa
     # reentrant checkpointing, as the PEFT FSDP examples run it: no activation is kept beyond one process's
     result = fsdp_probe.probe(reentrant=True)
     assert result["fsdp_extra_bytes"] == result["estimated_root_bytes"] > 0
+
+
+def test_fsdp_holds_nothing_per_token_at_the_backward_peak():
+    # the loss computed inside the FSDP root as transformers 4.45 did (fp32 logits in the output, shifted copy):
+    # what FSDP holds beyond one process at the backward peak is the same at both lengths
+    result = fsdp_probe.probe_backward(reentrant=True)
+    first, second = result["rows"]
+    assert second["tokens"] == 2 * first["tokens"]
+    assert second["single_bytes"] > first["single_bytes"] * 1.5            # the peak itself follows the tokens
+    assert first["fsdp_extra_bytes"] == second["fsdp_extra_bytes"] > 0

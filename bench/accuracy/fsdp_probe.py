@@ -10,9 +10,17 @@ The difference between the two is what FSDP itself holds; the estimator says
 it is the root unit (embeddings, final norm, lm_head), gathered in bf16 and not
 resharded after forward (``oomdoctor/estimate/sharding.py``).
 
+``--backward`` asks the same question at the loss's peak, the start of
+backward, with the loss computed inside the FSDP root as transformers 4.45
+(the version of the published FSDP runs) computed it: the logits upcast to
+fp32 in the model and returned in its output, the shifted logits copied,
+cross-entropy over them; the output dropped before ``backward`` as the Trainer
+drops it.  It runs two sequence lengths: what FSDP holds beyond one process
+there is a constant (the root unit), not something that grows with the tokens.
+
 Usage::
 
-    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1] [--qlora 1]
+    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1] [--qlora 1] [--backward]
 
 It starts ``torch.distributed.run`` for the two-rank half itself.
 """
@@ -102,14 +110,98 @@ def kept_after_forward(fsdp: bool, reentrant: bool, quantized_from: str | None =
     return kept
 
 
-def _rank_main(reentrant: bool, quantized_from: str | None, out: str) -> None:
+def _with_loss_in_model(model):
+    """The causal LM's head and loss inside the module FSDP wraps, as transformers 4.45 computed them."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    class Causal445(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, labels):
+            base = self.inner.get_base_model()
+            logits = base.lm_head(base.model(input_ids=input_ids).last_hidden_state).float()
+            shifted = logits[..., :-1, :].contiguous()
+            loss = F.cross_entropy(shifted.view(-1, shifted.size(-1)), labels[..., 1:].contiguous().view(-1))
+            return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+    return Causal445(model)
+
+
+def peak_in_backward(fsdp: bool, reentrant: bool, seq: int) -> int:
+    """The highest live bytes in backward beyond what existed before the step (this rank)."""
+    import torch
+
+    from instrument import Tracker, cuda_like_dropout, storage_bytes
+
+    peft_model = _model(reentrant)
+    model = _with_loss_in_model(peft_model)
+    if fsdp:
+        from peft.utils.other import fsdp_auto_wrap_policy
+        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+
+        half = torch.bfloat16
+        model = FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(peft_model),
+                                         device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
+                                         mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half,
+                                                                        buffer_dtype=half))
+    model.train()
+    ids = torch.randint(0, SHAPE["vocab_size"], (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
+    peak = 0
+    for _ in range(2):
+        tracker = Tracker(storage_bytes(pre), {t.untyped_storage().data_ptr() for t in pre if t.numel()},
+                          {p.untyped_storage().data_ptr() for p in model.parameters()})
+        with cuda_like_dropout(), tracker:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(**batch)
+            loss = out["loss"]
+            del out                     # the Trainer keeps only the loss
+            tracker.phase = "bwd"
+            tracker.reset_peak()
+            loss.backward()
+            peak = tracker.peak - tracker.pre
+    return peak
+
+
+def _rank_main(reentrant: bool, quantized_from: str | None, out: str, seq: int = 0) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    kept = kept_after_forward(True, reentrant, quantized_from)
+    kept = peak_in_backward(True, reentrant, seq) if seq else kept_after_forward(True, reentrant, quantized_from)
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"kept": kept}))
     dist.destroy_process_group()
+
+
+def _two_ranks(reentrant: bool, source: str | None, tmp: str, seq: int = 0) -> int:
+    out = Path(tmp) / "rank0.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+               "--master_port", str(29500 + (os.getpid() + seq) % 1000), __file__, "--rank-main",
+               "--reentrant", str(int(reentrant)), "--quantized-from", source or "", "--out", str(out),
+               "--seq", str(seq)]
+    ranks = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if not out.exists():
+        raise RuntimeError("the two-rank run failed:\n" + (ranks.stderr or ranks.stdout)[-3000:])
+    return json.loads(out.read_text())["kept"]
+
+
+def probe_backward(reentrant: bool = True, seqs: tuple[int, ...] = (SEQ // 2, SEQ)) -> dict:
+    """What FSDP holds beyond one process at the backward peak, at each sequence length."""
+    import tempfile
+
+    rows = []
+    for seq in seqs:
+        single = peak_in_backward(False, reentrant, seq)
+        with tempfile.TemporaryDirectory() as tmp:
+            fsdp = _two_ranks(reentrant, None, tmp, seq)
+        rows.append({"tokens": BATCH * seq, "single_bytes": single, "fsdp_bytes": fsdp, "fsdp_extra_bytes": fsdp - single})
+    return {"reentrant": reentrant, "vocab": SHAPE["vocab_size"], "rows": rows}
 
 
 def probe(reentrant: bool, qlora: bool = False) -> dict:
@@ -121,15 +213,7 @@ def probe(reentrant: bool, qlora: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         source = _save_source(Path(tmp) / "source") if qlora else None
         single = kept_after_forward(False, reentrant, source)
-        out = Path(tmp) / "rank0.json"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                   "--master_port", str(29500 + os.getpid() % 1000), __file__, "--rank-main",
-                   "--reentrant", str(int(reentrant)), "--quantized-from", source or "", "--out", str(out)]
-        ranks = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        if not out.exists():
-            raise RuntimeError("the two-rank run failed:\n" + (ranks.stderr or ranks.stdout)[-3000:])
-        fsdp = json.loads(out.read_text())["kept"]
+        fsdp = _two_ranks(reentrant, source, tmp)
     shape = shape_from_config({"model_type": "llama", **SHAPE})
     return {"reentrant": reentrant, "qlora": qlora, "tokens": BATCH * SEQ, "single_bytes": single, "fsdp_bytes": fsdp,
             "fsdp_extra_bytes": fsdp - single, "estimated_root_bytes": anatomy.root_params(shape) * 2}
@@ -141,14 +225,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reentrant", type=int, choices=(0, 1))
     ap.add_argument("--qlora", type=int, choices=(0, 1), default=0,
                     help="1: the base in NF4 through bitsandbytes (installed separately; its CPU backend will do)")
+    ap.add_argument("--backward", action="store_true",
+                    help="at the loss's backward peak, transformers-4.45 loss in the model, two sequence lengths")
+    ap.add_argument("--seq", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quantized-from", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rank_main:
-        _rank_main(bool(args.reentrant), args.quantized_from or None, args.out)
+        _rank_main(bool(args.reentrant), args.quantized_from or None, args.out, args.seq)
         return 0
     modes = [bool(args.reentrant)] if args.reentrant is not None else [True, False]
+    if args.backward:
+        results = [probe_backward(r) for r in modes]
+        if args.json:
+            print(json.dumps(results))
+            return 0
+        for r in results:
+            for row in r["rows"]:
+                print(f"backward peak, reentrant={r['reentrant']!s:5} {row['tokens']:>5} tokens  one process "
+                      f"{row['single_bytes']:>11,} B  FSDP rank 0 {row['fsdp_bytes']:>11,} B  FSDP holds "
+                      f"{row['fsdp_extra_bytes']:>11,} B more")
+        return 0
     results = [probe(r, bool(args.qlora)) for r in modes]
     if args.json:
         print(json.dumps(results))

@@ -187,3 +187,39 @@ class SavedTensors:
 
     def total(self, pred: Callable[[str], bool] = lambda s: True) -> int:
         return sum(n for n, scope, _, _ in self.seen.values() if pred(scope))
+
+
+def graph_saved(root: torch.Tensor, skip_ptrs: set[int]) -> dict[int, tuple[int, str, tuple, torch.dtype]]:
+    """Storages the autograd graph behind ``root`` holds for backward, by ``data_ptr``, ``skip_ptrs`` left out.
+
+    Walks ``grad_fn`` and its ``next_functions``: an aten node exposes what it saved as ``_saved_*``
+    attributes, a Python node (``torch.autograd.Function``, which is what a ``torch.compile``'d graph
+    becomes: ``CompiledFunctionBackward``) as ``saved_tensors``.  Neither the ``Tracker`` (inductor's
+    kernels allocate outside the dispatcher) nor saved-tensor hooks see inside a compiled graph; this does.
+    """
+    seen: dict[int, tuple[int, str, tuple, torch.dtype]] = {}
+    stack, visited = [root.grad_fn], set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in visited:
+            continue
+        visited.add(id(fn))
+        found: list[Any] = []
+        try:
+            found += list(fn.saved_tensors)
+        except (AttributeError, RuntimeError):
+            pass
+        for name in dir(fn):
+            if name.startswith("_saved_"):
+                try:
+                    value = getattr(fn, name)
+                except RuntimeError:
+                    continue
+                found += list(value) if isinstance(value, (list, tuple)) else [value]
+        for t in found:
+            if isinstance(t, torch.Tensor) and t.numel():
+                st = t.untyped_storage()
+                if st.data_ptr() not in skip_ptrs:
+                    seen.setdefault(st.data_ptr(), (st.nbytes(), fn.name(), tuple(t.shape), t.dtype))
+        stack += [f for f, _ in fn.next_functions]
+    return seen

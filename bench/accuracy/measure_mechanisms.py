@@ -21,8 +21,21 @@ estimator's figure for the same ``Setup``:
   against ``Activations.in_layers`` (moved) and ``kept - in_layers`` (stays).
 * ``optimizer_in_backward``: full fine-tuning with one ``torch.optim.AdamW``
   (foreach) per parameter stepped from ``register_post_accumulate_grad_hook``
-  and its gradient freed there.  Measured: the largest gradient bytes alive
-  at once and the step's peak, against the estimate's allocated peak.
+  and its gradient freed there, with the full loss and with the chunked one
+  (lm_head called once per chunk, tied and untied).  Measured: the largest
+  gradient bytes alive at once and the step's peak, against the estimate's
+  allocated peak.
+
+* ``compiled``: every decoder layer put through ``torch.compile`` (inductor,
+  as torchtune's ``compile: True`` does layer by layer), no checkpointing.
+  Measured: what the autograd graph behind the final hidden state holds for
+  backward (``instrument.graph_saved``, which sees inside compiled graphs),
+  once eager and once compiled; the difference against the estimate's kept
+  activations with ``compiled`` off and on.
+* ``compiled_chunked``: torchtune's chunked loss with its per-chunk upcast and
+  cross-entropy compiled (``compile_loss`` compiles ``compute_cross_entropy``).
+  Measured: the vocabulary-sized tensors the loss's graph holds for backward,
+  against ``logits(..., loss="chunked", compiled=True).kept``.
 
 Context parallelism needs no run: a rank of a context-parallel group holds
 what one rank running ``seq / cp`` tokens holds, so the grid's measured
@@ -65,7 +78,17 @@ CASES = [
      "cell": Cell("llama", "full", batch=2, seq=64, grad_checkpointing=True)},
     {"name": "offload/lora/b1s128/gc", "kind": "offload",
      "cell": Cell("llama", "lora", batch=1, seq=128, grad_checkpointing=True)},
+    {"name": "compiled/full/bf16/b2s128", "kind": "compiled",
+     "cell": Cell("llama", "full", dtype="bf16", batch=2, seq=128)},
+    {"name": "compiled/lora/bf16/b2s128", "kind": "compiled",
+     "cell": Cell("llama", "lora", dtype="bf16", batch=2, seq=128)},
+    {"name": "compiled_chunked/bf16/b2s64", "kind": "compiled_chunked",
+     "cell": Cell("llama", "full", dtype="bf16", batch=2, seq=64), "chunks": 8},
     {"name": "optimizer_in_backward/full/b2s64", "kind": "optim_bwd", "cell": Cell("llama", "full", batch=2, seq=64)},
+    {"name": "optimizer_in_backward/chunked/full/b2s64", "kind": "optim_bwd",
+     "cell": Cell("llama", "full", batch=2, seq=64), "chunks": 4},
+    {"name": "optimizer_in_backward/chunked/full/tied/bf16/b2s64", "kind": "optim_bwd",
+     "cell": Cell("qwen2", "full", dtype="bf16", batch=2, seq=64), "chunks": 8},
     {"name": "optimizer_in_backward/full/b1s64/gc", "kind": "optim_bwd",
      "cell": Cell("llama", "full", batch=1, seq=64, grad_checkpointing=True)},
 ]
@@ -262,18 +285,98 @@ def run_optimizer_in_backward(case) -> dict:
                 tracker.reset_peak()
                 alive["max"] = 0
             tracker.phase, tracker.scope = "fwd", "outside"
-            loss = model(**batch).loss
+            if case.get("chunks"):
+                loss, _ = chunked_loss(model, batch, case["chunks"], tracker)
+            else:
+                loss = model(**batch).loss
             tracker.phase = "bwd"
             loss.backward()
             del loss
     setup = replace(setup_for_cell(replace(cell, padded=False)), optimizer_in_backward=True)
+    if case.get("chunks"):
+        setup = replace(setup, loss="chunked", loss_chunks=case["chunks"])
     est = estimate(setup)
     largest = max(p.numel() * p.element_size() for p in trainable)
     return {"measured": {"grads_at_once": alive["max"], "peak": tracker.peak},
             "estimate": {"grads_at_once": largest, "peak": est.allocated_gib * GIB}}
 
 
-RUNNERS = {"chunked": run_chunked, "offload": run_offload, "optim_bwd": run_optimizer_in_backward}
+def _graph_bytes(root, model) -> tuple[int, dict]:
+    from instrument import graph_saved
+
+    skip = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers()) if t.numel()}
+    seen = graph_saved(root, skip)
+    return sum(v[0] for v in seen.values()), seen
+
+
+def run_compiled(case) -> dict:
+    """Saved for backward behind the final hidden state, eager and with every decoder layer compiled."""
+    from oomdoctor.estimate.activations import activations
+
+    cell = case["cell"]
+    model, config, batch = build(cell)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    measured = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for mode in ("eager", "compiled"):
+            if mode == "compiled":
+                for layer in base.model.layers:
+                    layer.compile(backend="inductor")
+            for _ in range(2):          # the first compiled call compiles; the second is the step measured
+                hidden = base.model(input_ids=batch["input_ids"]).last_hidden_state
+                measured[mode], _ = _graph_bytes(hidden, model)
+                hidden.float().pow(2).mean().backward()
+                model.zero_grad(set_to_none=True)
+                del hidden
+    setup = replace(setup_for_cell(cell), packing=True)
+    eager, compiled = (activations(replace(setup, compiled=c), cell.batch).kept for c in (False, True))
+    return {"measured": {"saved_less": measured["eager"] - measured["compiled"], "eager": measured["eager"],
+                         "compiled": measured["compiled"]},
+            "estimate": {"saved_less": eager - compiled, "eager": eager, "compiled": compiled}}
+
+
+def run_compiled_chunked(case) -> dict:
+    """The chunked loss with its per-chunk upcast and cross-entropy compiled: what its graph keeps."""
+    import torch
+    import torch.nn.functional as F
+
+    from oomdoctor.estimate import anatomy
+    from oomdoctor.estimate.activations import compute_dtypes
+    from oomdoctor.estimate.logits import logits
+
+    cell, C = case["cell"], case["chunks"]
+    model, config, batch = build(cell)
+    V, T = config.vocab_size, cell.batch * cell.seq
+
+    def chunk_loss(chunk, labels):
+        return F.cross_entropy(chunk.float(), labels, reduction="sum")
+
+    chunk_loss = torch.compile(chunk_loss, backend="inductor")
+    kept = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            hidden = model.model(input_ids=batch["input_ids"]).last_hidden_state
+            _, below = _graph_bytes(hidden, model)
+            outputs = [model.lm_head(part) for part in hidden.chunk(C, dim=1)]
+            labels = [part.reshape(-1) for part in batch["labels"].chunk(C, dim=1)]
+            total = 0.0
+            for out, lab in zip(outputs, labels):
+                total = total + chunk_loss(out.reshape(-1, V), lab)
+            del outputs
+            _, every = _graph_bytes(total, model)
+            kept = sum(n for ptr, (n, _, _, _) in every.items() if ptr not in below and n >= T * V // C)
+            total.backward()
+            model.zero_grad(set_to_none=True)
+    setup = setup_for_cell(cell)
+    p, _, _ = compute_dtypes(setup)
+    est = logits(T, anatomy.dims(setup.model).vocab, p, loss="chunked", chunks=C, compiled=True)
+    return {"measured": {"kept": kept}, "estimate": {"kept": est.kept}}
+
+
+RUNNERS = {"chunked": run_chunked, "offload": run_offload, "optim_bwd": run_optimizer_in_backward,
+           "compiled": run_compiled, "compiled_chunked": run_compiled_chunked}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
         import transformers
         DATA.write_text(json.dumps({
-            "about": "bench/accuracy/measure_mechanisms.py: chunked loss, activation offloading and optimizer in "
-                     "backward measured on CPU against the estimator",
+            "about": "bench/accuracy/measure_mechanisms.py: chunked loss, activation offloading, optimizer in "
+                     "backward and compiled layers measured on CPU against the estimator",
             "date": _dt.date.today().isoformat(),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "peft": peft.__version__},

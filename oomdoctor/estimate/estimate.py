@@ -173,6 +173,12 @@ def estimate(setup: Setup) -> Estimate:
             # tied embeddings: lm_head's share waits in autograd's input buffer for the embedding's share,
             # and the two are summed into a third tensor at the end of backward
             tied_sum = 2 * d.vocab * d.hidden * tr.groups[0].dtype_bytes * grad_share
+    chunk_sums = setup.method == "full" and setup.loss == "chunked" and setup.loss_chunks > 1
+    if chunk_sums:
+        # lm_head runs once per chunk, so its weight gradient arrives in C parts; autograd's input buffer adds
+        # each part to the running sum out of place, and the sum, the new part and the result coexist
+        # (measured on CPU: measure_mechanisms.py, chunked full fine-tuning)
+        head_grads = max(head_grads, 3 * head_grad)
     if fused_head:
         head_grads = 0.0        # computed by the fused loss in the forward pass, counted in its kept bytes
     acc_grads = g.grads if setup.grad_accum > 1 else 0.0
@@ -193,7 +199,8 @@ def estimate(setup: Setup) -> Estimate:
         else:
             one_step = opt.step_workspace / split if setup.optimizer == "adafactor" else 0.0
         G, acc_grads, step_extra = one, 0.0, one_step
-        head_grads += one_step if setup.method == "full" else 0.0
+        if setup.method == "full":      # lm_head's own step, once its gradient is complete
+            head_grads = max(head_grads, head_grad + one_step) if chunk_sums else head_grads + one_step
         extra_lines.append(line("optimizer.in_backward", gib=one / GIB))
     host_offloaded = 0.0
     layer_back = 0.0
@@ -274,9 +281,9 @@ def estimate(setup: Setup) -> Estimate:
     pooled = peak.parts.get("rollouts", 0.0) if setup.vllm == "colocate" else 0.0
     reserve = (allocated - pooled) * reserve_share
     context = CUDA_CONTEXT_GIB * GIB
+    resident_paged = paged if peak.parts.get("optimizer") else 0.0
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
     breakdown["overhead"] = (reserve + context) / GIB
-    resident_paged = paged if peak.parts.get("optimizer") else 0.0
     per_gpu_gib = (allocated + reserve + context + resident_paged) / GIB
     host = _host(stated, g.host + host_offloaded, w.total, ev.host if ev else 0.0)
 

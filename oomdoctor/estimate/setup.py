@@ -84,7 +84,7 @@ class Setup:
     loss: str = "full"                  # full | chunked (torchtune) | fused_linear (Liger) | cce (Cut Cross-Entropy)
     loss_chunks: int = 8                # torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
     liger_kernels: bool = False         # Liger's RMSNorm and SwiGLU kernels (use_liger_kernel=True applies them)
-    compiled: bool = False              # torch.compile: changes what the chunked loss keeps
+    compiled: bool = False              # torch.compile'd decoder layers and chunked loss: inductor saves less
     activation_offload: bool = False    # saved activations moved to pinned host RAM (torchtune, axolotl)
     optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is complete
     context_parallel: int = 1           # ranks a sequence is split over (ring attention, DeepSpeed Ulysses)
