@@ -620,3 +620,14 @@ def test_id_level_helpers():
     assert find_gpu_mentions("LLaMA-3-8B + LoRA on a 4090") == [("rtx-4090", round(24564 / 1024, 4), "4090")]
     assert shape_from_config(LLAMA3_8B_CONFIG).param_count() == 8_030_261_248
     assert shape_from_config({"model_type": "gpt2", "n_embd": 768}) is None
+
+
+def test_a_text_architecture_with_a_tower_is_refused_not_counted_without_it():
+    """GLM-4V's config.json is model_type chatglm plus a vision_config: read as ChatGLM it would be
+    its language model alone, a figure short by the whole tower. Unsure, the reader refuses."""
+    glm = {"model_type": "chatglm", "num_layers": 40, "hidden_size": 4096, "num_attention_heads": 32,
+           "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128,
+           "ffn_hidden_size": 13696, "padded_vocab_size": 151552, "seq_length": 8192}
+    assert from_hf_config(glm).param_count() > 9e9
+    with pytest.raises(UnsupportedModelType, match="vision_config"):
+        from_hf_config({**glm, "vision_config": {"hidden_size": 1792, "num_hidden_layers": 63}})

@@ -412,6 +412,10 @@ MULTIMODAL_TYPES = ("llava", "mllama", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qw
                     "llama4")
 
 
+# Blocks of a config.json that describe a tower beside the language model.
+TOWER_KEYS = ("vision_config", "audio_config", "speech_config", "visual")
+
+
 def supported_types() -> tuple[str, ...]:
     return tuple(sorted(set(READERS) | set(ALIASES) | set(MULTIMODAL_TYPES) | {"mt5"}))
 
@@ -460,6 +464,13 @@ def from_hf_config(config: Mapping[str, Any], id: str | None = None) -> ModelSha
             return read_mllama_text(config, cfg, tower, id)
     elif mt == "mt5":
         mt = "t5"
+    else:
+        # A language reader would count only the language model of a model that also carries a vision or
+        # audio tower (GLM-4V is model_type chatglm with a vision_config): a figure wrong by the tower.
+        extra = next((key for key in TOWER_KEYS if isinstance(config.get(key), Mapping)), None)
+        if extra:
+            raise UnsupportedModelType(f"model_type {raw_type!r} with a {extra!r} block: that tower is not modelled, "
+                                       f"only the multimodal types {', '.join(MULTIMODAL_TYPES)} are")
     if mt == "gemma3_text":
         # Gemma 3 config.json files leave out keys that equal Gemma3TextConfig's defaults
         # (e.g. vocab_size in gemma-3-27b-it's text_config); fill them in the same way.
