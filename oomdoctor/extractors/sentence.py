@@ -149,8 +149,10 @@ def _denied(fact: str, match: re.Match, text: str) -> bool:
 # Facts whose words also make up the names of folders and checkpoints: "Colab/SD_LoRA/train.py",
 # "madebyollin/sdxl-vae-fp16-fix", "TheBloke/Llama-2-7B-fp16" name things and set nothing.
 NAMED = {"train.method", "train.precision"}
-_PATH_TOKEN_END = re.compile(r"""[\s"'`()\[\]{}<>,;=，。；：（）]""")
+_TOKEN_END = re.compile(r"""[\s"'`()\[\]{}<>,;=，。；：（）]""")
 _FILE_NAME = re.compile(r"\.[A-Za-z]{1,5}$")
+# Matches set aside as names before a fact's pattern stops looking (a log of ten thousand paths).
+MAX_NAMES_SKIPPED = 64
 
 
 def _in_a_name(match: re.Match, text: str) -> bool:
@@ -161,12 +163,10 @@ def _in_a_name(match: re.Match, text: str) -> bool:
     anywhere; a directory or repository name that merely contains it is a name.
     """
     start, end = match.start(), match.end()
-    left = start
-    while left > 0 and start - left < 300 and not _PATH_TOKEN_END.match(text[left - 1]):
-        left -= 1
-    right = end
-    while right < len(text) and right - end < 300 and not _PATH_TOKEN_END.match(text[right]):
-        right += 1
+    before = _TOKEN_END.search(text[max(0, start - 300):start][::-1])
+    left = start - before.start() if before else max(0, start - 300)
+    after = _TOKEN_END.search(text, end, end + 300)
+    right = after.start() if after else min(len(text), end + 300)
     token = text[left:right]
     if "/" not in token:
         return False
@@ -251,10 +251,14 @@ def extract(text: str) -> Iterator[Finding]:
     text = prose(text)
     best: dict[str, tuple[int, int, object, re.Match]] = {}
     for order, (fact, pattern, kind) in enumerate(_PATTERNS):
+        names = 0
         for match in pattern.finditer(text):
             if fact in best and best[fact][0] <= match.start():
                 break
             named = fact in NAMED and _in_a_name(match, text)
+            names += named
+            if names > MAX_NAMES_SKIPPED:
+                break
             value = None if _denied(fact, match, text) or named else _value(kind, match, text)
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
