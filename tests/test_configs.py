@@ -31,14 +31,7 @@ NOT_READ = {"dist.multi_gpu"}
 FLOAT_TOL = 0.005
 # Wrong reads made by readers that are not config readers, listed so that they stay visible until fixed
 # where they are made; the test fails on any other wrong read, and on a listed one that is no longer made.
-KNOWN_GAPS = {
-    ("diffusers-6362-map-bar-before-training", "train.method"):
-        "extractors/sentence.py reads 'LoRA' in a folder name (SD_LoRA)",
-    ("diffusers-6362-map-bar-before-training", "train.precision"):
-        "extractors/sentence.py reads 'fp16' in a checkpoint's name (sdxl-vae-fp16-fix)",
-    ("transformers-25499-undefined-constants", "train.torch_compile"):
-        "knowledge/symptoms.yaml's phrase 'torch.compile(' matches a commented-out line",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def in_scope(name: str) -> bool:

@@ -652,3 +652,116 @@ def test_recipe_script_and_class_names():
     assert facts(launch, "trainer = GRPOTrainer(model=m, args=GRPOConfig(...))")["train.objective"] == "grpo"
     assert facts(launch, "accelerate launch --config_file examples/accelerate_configs/fsdp_qlora.yaml x.py")[
         "dist.strategy"] == "fsdp"
+
+
+# --- comments, names, counts in every form (issue #10's config corpus, read again after the merge) ------------
+import re  # noqa: E402
+
+from oomdoctor.extractors import comments, sentence, variables  # noqa: E402
+
+
+@pytest.mark.parametrize("text, name", [
+    ("### eval\n# per_device_eval_batch_size: 1\n# eval_strategy: steps\n# eval_steps: 500\n", "eval.steps"),
+    ("#if torch.__version__ >= \"2\":\n#     model = torch.compile(model)\ntrainer.train()", "train.torch_compile"),
+    ("torchrun --nproc_per_node 2 train.py \\\n#   --deepspeed ds_z3_offload_config.json \\\n  --bf16", "dist.offload_optimizer"),
+])
+def test_a_commented_out_setting_is_read_by_no_reader(text, name):
+    assert name not in observed(text)
+    switched_on = re.sub(r"^([ \t]*)#", r"\1", text, flags=re.MULTILINE)
+    assert name in observed(switched_on)  # the same line, not commented out, is read
+
+
+def test_a_value_left_commented_out_beside_another_is_not_read():
+    got = observed("base_model: Qwen/Qwen2.5-7B  # meta-llama/Llama-3.1-70B-Instruct")
+    assert got["model.name"] == "qwen2.5-7b" and got["model.params_b"] == 7
+
+
+def test_prose_comments_stay_and_scheduler_directives_are_no_comments():
+    prose = "# QLoRA fine-tune of the 7B model\nlearning_rate: 2e-4\n# eval_steps: 500"
+    assert comments.without_disabled(prose).splitlines()[0] == "# QLoRA fine-tune of the 7B model"
+    assert comments.without_disabled(prose).splitlines()[2].strip() == ""
+    assert len(comments.without_disabled(prose)) == len(prose)  # offsets kept
+    sbatch = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:4\n# one job per node\nsrun python train.py"
+    got = observed(sbatch)
+    assert got["dist.num_gpus"] == 8 and got["dist.gpus_per_node"] == 4 and got["dist.num_nodes"] == 2
+
+
+@pytest.mark.parametrize("text, name, value", [
+    ('File "/content/drive/MyDrive/Colab/SD_LoRA/train_text_to_image_sdxl.py", line 891, in main', "train.method", None),
+    ('--pretrained_vae_model_name_or_path="madebyollin/sdxl-vae-fp16-fix"', "train.precision", None),
+    ("TheBloke/Llama-2-7B-fp16 trained with --fp16", "train.precision", "fp16"),
+    ("I fine-tune it with peft/LoRA", "train.method", "lora"),
+    ("bash scripts/finetune_lora.sh", "train.method", "lora"),
+])
+def test_a_word_inside_a_folder_or_checkpoint_name_is_a_name(text, name, value):
+    assert facts(sentence, text).get(name) == value
+
+
+def test_preprocessing_workers_are_not_dataloader_workers():
+    text = "preprocessing_num_workers: 16\n"
+    assert "data.num_workers" not in observed(text) and observed(text)["data.preprocessing_workers"] == 16
+    assert observed(text + "dataloader_num_workers: 4\n")["data.num_workers"] == 4
+    assert facts(sentence, "num_workers=2, pin_memory=True")["data.num_workers"] == 2
+
+
+@pytest.mark.parametrize("text, count", [
+    ("torchtitan's llama 3.1 8b config in a CI container on 8x H100.", 8),
+    ("LoRA SFT of Llama3-8B on 6x RTX 4090. Without it", 6),
+    ("QLoRA on llama-2-70b with 4 x A100 40GB, launched with torchrun --nproc_per_node 4; it dies while loading.", 4),
+    ("一台 8 卡 A100 80G，跑 llama-2-70b 的 QLoRA，第 7 张卡 OOM", 8),
+    ("第一张卡满了，一共 4 张卡", 4),
+    ("NPROC_PER_NODE=4；CUDA_VISIBLE_DEVICES=0,1,2,3", 4),
+    ("Full fine-tuning Llama-3-8B with DeepSpeed ZeRO-3 on A100 40GB cards, seq 2048", None),
+    ("it runs on 1-2 GPUs", None),
+])
+def test_gpu_counts_end_at_punctuation_and_ordinals_and_stages_are_no_counts(text, count):
+    assert facts(gpu_count, text).get("dist.num_gpus") == count
+
+
+@pytest.mark.parametrize("text, per_node, nodes", [
+    ("deepspeed --num_gpus=4 finetune_llama.py --deepspeed_config zo_config.json", 4, None),
+    ("deepspeed --num_gpus 2 --num_nodes 2 --hostfile hosts train.py", 2, 2),
+    ('deepspeed \\\n--include="localhost:2,3" \\\ntrain_sft.py', 2, 1),
+    ("srun --gres=gpu:4 --ntasks-per-node=1 --nodes=2 deepspeed llava/train/train_mem.py", 4, 2),
+    ("python train.py --num_gpus 8", None, None),      # not the DeepSpeed launcher: a total, not per node
+    ("pip install deepspeed --upgrade", None, None),
+])
+def test_machines_and_gpus_per_machine_from_the_launchers_that_count_per_machine(text, per_node, nodes):
+    got = facts(gpu_count, text)
+    assert got.get("dist.gpus_per_node") == per_node and got.get("dist.num_nodes") == nodes
+
+
+def test_full_width_punctuation_ends_a_value_and_a_full_width_colon_assigns():
+    assert facts(config_keys, "colocate 模式，vllm_gpu_memory_utilization: 0.85，一跑就 OOM", kb=KB)["rl.vllm_memory_share"] == 0.85
+    assert facts(config_keys, "vllm_gpu_memory_utilization：0.85；", kb=KB)["rl.vllm_memory_share"] == 0.85
+    assert facts(config_keys, "per_device_train_batch_size=4。", kb=KB)["train.batch_size"] == 4
+    assert variables.assignments("NPROC=4; torchrun --nproc_per_node $NPROC train.py")["NPROC"] == "4"
+    assert facts(gpu_count, "NPROC=4; torchrun --nproc_per_node $NPROC train.py")["dist.num_gpus"] == 4
+
+
+def test_an_adapter_checkpoint_beside_the_model_is_not_the_model():
+    text = ("--model_name_or_path /data/Llama-2-7b-hf \\\n--checkpoint_dir /home/u/LLaMA-Efficient-Tuning/ckpt/lima \\\n"
+            "--finetuning_type lora")
+    assert facts(config_keys, text, kb=KB)["model.name"] == "llama-2-7b"
+    # litgpt: the checkpoint directory is the model itself
+    assert facts(config_keys, "litgpt finetune lora --checkpoint_dir checkpoints/meta-llama/Llama-2-7b-hf", kb=KB)[
+        "model.name"] == "llama-2-7b"
+
+
+@pytest.mark.parametrize("text, value", [
+    ("用 TRL 做 GRPO，单卡 A100 80G，LoRA，vLLM colocate 模式，一跑训练就 OOM", "colocate"),
+    ("GRPO with a colocated vLLM on each rank", "colocate"),
+    ("rollouts come from trl vllm-serve on GPUs 6-7", "server"),
+    ("GRPO 用的是单独的 vLLM 服务", "server"),
+    ("GRPO without vLLM colocate, plain generate()", None),
+])
+def test_where_rollouts_are_generated_in_words(text, value):
+    assert facts(sentence, text).get("rl.vllm") == value
+
+
+def test_unsloth_fast_inference_is_a_colocated_vllm_and_contradicts_use_vllm_false():
+    assert facts(config_keys, "model, tok = FastLanguageModel.from_pretrained(m, fast_inference=True)", kb=KB)[
+        "rl.vllm"] == "colocate"
+    both = "--use-vllm False \\\n--fast-inference True \\\n--vllm-gpu-memory-utilization 0.4"
+    assert "rl.vllm" not in observed(both) and observed(both)["rl.vllm_memory_share"] == 0.4
+    assert observed("--use_vllm False")["rl.vllm"] == "none"

@@ -48,6 +48,10 @@ class Extractor:
     uses_knowledge: bool = False
 
     def run(self, text: str, kb=None) -> Iterable[Finding]:
+        from .comments import without_disabled
+
+        # A commented-out setting or line of code is off, whichever reader comes across it.
+        text = without_disabled(text)
         if not self.uses_knowledge:
             return self.extract(text)
         if kb is None:

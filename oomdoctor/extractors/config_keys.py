@@ -28,10 +28,11 @@ from . import variables
 NAME = "config_keys"
 PRODUCES: set[str] = set()  # from knowledge/settings.yaml, see produced_facts()
 
-_UNQUOTED = r"""[^\s,;()}\]'"，。；、）]{1,200}(?:,[A-Za-z_][\w.-]{0,60}(?![\w.-]|[=:])){0,32}"""
+# An unquoted value ends at a blank, a comma, a bracket, `;`, or the full-width punctuation of Chinese text.
+_UNQUOTED = r"""[^\s,;()}\]'"，。；、：）】」！？]{1,200}(?:,[A-Za-z_][\w.-]{0,60}(?![\w.-]|[=:])){0,32}"""
 _VALUE = (r"""(\$\(\([^()\n]{1,200}\)\)|\$\([^()\n]{1,200}\)|<[^<>\n]{1,160}>|\[[^\]\n]{0,400}\]|\{[^{}\n]{0,400}\}|"[^"\n]{0,200}"|'[^'\n]{0,200}'|""" + _UNQUOTED + ")")
 _KEY_START = r"(?<![A-Za-z0-9_.-])"
-_ASSIGN = re.compile(_KEY_START + r"""["']?([A-Za-z_][A-Za-z0-9_]{0,60})["']?[ \t]{0,4}[:=][ \t]{0,4}""" + _VALUE)
+_ASSIGN = re.compile(_KEY_START + r"""["']?([A-Za-z_][A-Za-z0-9_]{0,60})["']?[ \t]{0,4}[:=：][ \t]{0,4}""" + _VALUE)
 # A flag's value never starts with "--": that is the next flag, and `--bf16` alone means true.
 # A shell line continuation ("--do_eval \") is not a value either.
 _FLAG = re.compile(r"(?<![\w-])--([A-Za-z_][A-Za-z0-9_-]{0,60})(?:(?:[ \t]{1,4}|=)(?!--|\\)" + _VALUE + r")?")
@@ -41,8 +42,6 @@ _ARGV = re.compile(r"""(?<![\w-])["']--([A-Za-z_][A-Za-z0-9_-]{0,60})["'],[ \t]{
 _BLOCK = re.compile(r"^([ \t]{0,8})([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*\n((?:\1[ \t]{0,4}-[ \t]{1,4}[^\n]{1,120}\n?){1,64})", re.MULTILINE)
 _EXPRESSION_TAIL = re.compile(r"[ \t]{0,4}(?://|[-+*/%])[ \t]{0,4}[\w$({][^\n,#)]{0,160}")
 _YAML_KEY = re.compile(r"^([ \t]{0,40})(?:-[ \t]{1,4})?([A-Za-z_][A-Za-z0-9_]{0,60}):[ \t]*(\S?)", re.MULTILINE)
-_COMMENT_LINE = re.compile(r"^[ \t]{0,40}#[^\n]{0,2000}$", re.MULTILINE)
-_TRAILING_COMMENT = re.compile(r"[ \t]#(?![!])[^\n]{0,2000}$", re.MULTILINE)
 # `<OptimizerNames.ADAMW_TORCH: 'adamw_torch'>` as a printed TrainingArguments shows an enum.
 _ENUM_REPR = re.compile(r"^<[A-Za-z_][\w.]{0,80}:\s{0,2}['\"]?([^'\"<>]{0,80})['\"]?>$")
 # `OptimizerNames.ADAMW_TORCH`, `IntervalStrategy.STEPS` in code: the member's name is its value.
@@ -211,11 +210,11 @@ def distinct(text: str) -> str:
     return prose(text)
 
 
-@functools.lru_cache(maxsize=4)
 def _uncomment(text: str) -> str:
-    """Comment lines and trailing `  # comments` blanked, offsets kept (cached: every config reader asks)."""
-    text = _COMMENT_LINE.sub(lambda m: " " * len(m.group(0)), text)
-    return _TRAILING_COMMENT.sub(lambda m: " " * len(m.group(0)), text)
+    """Comments blanked, offsets kept (comments.uncommented; cached: every config reader asks)."""
+    from .comments import uncommented
+
+    return uncommented(text)
 
 
 def _yaml_structure(text: str) -> tuple[dict[int, str], dict[int, str]]:

@@ -9,6 +9,11 @@ batch that only adds up over N ranks); then the visible devices (`CUDA_VISIBLE_D
 then words ("8 x A100", "8xH100", "2xT4", "7*V100", "4张L20", "共8张卡", "two GPUs", "单卡").
 An earlier kind of source beats a later one; two of the same kind that disagree, or a launcher
 whose count is a variable the paste does not define, leave the count unknown.
+
+The launchers that count per machine also give the machines: the DeepSpeed launcher's
+`--num_gpus` is per node (`--num_nodes`, or the hosts of `--include`), as is Slurm's
+`--gres=gpu:N` (`--nodes`). torchrun's and the environment's per-node counts are config keys
+(knowledge/settings.yaml: nproc_per_node, nnodes).
 """
 from __future__ import annotations
 
@@ -19,13 +24,14 @@ from . import Finding, snippet, unknown
 from . import variables
 
 NAME = "gpu_count"
-PRODUCES = {"dist.num_gpus"}
+PRODUCES = {"dist.num_gpus", "dist.gpus_per_node", "dist.num_nodes"}
 
 _MAX = 4096
 _I = re.IGNORECASE
 # A flag and its value, also inside a printed argv list: '--nproc_per_node', '8'.
 _Q = r"""["']?"""
-_ARG = r"""(?:[ \t]{1,4}|=|["'],[ \t]{0,4}["'])([^\s"',\\]{1,80})"""
+# A value ends at a blank, a quote, a comma, a shell `;` or full-width punctuation ("--nproc_per_node 4；").
+_ARG = r"""(?:[ \t]{1,4}|=|["'],[ \t]{0,4}["'])([^\s"',;\\，。；：）]{1,80})"""
 
 
 def _flag(*names: str) -> re.Pattern:
@@ -38,8 +44,11 @@ _NNODES = _flag("nnodes")
 _NUM_GPUS = _flag("num_gpus", "num_processes", "devices")
 _NUM_NODES = _flag("num_nodes")
 _INCLUDE = re.compile(r"""(?<![\w-])(?:--include|-i)(?:[ \t]{1,4}|=)["']?([\w.-]{1,60}:[\d,]{1,80}(?:@[\w.-]{1,60}:[\d,]{1,80}){0,16})""")
-_ENV_NPROC = re.compile(r"(?<![\w$])(?:NPROC_PER_NODE|GPUS_PER_NODE|NUM_GPUS|N_GPUS)=([^\s\\]{1,80})")
-_ENV_NNODES = re.compile(r"(?<![\w$])(?:NNODES|NUM_NODES|NODE_COUNT)=([^\s\\]{1,80})")
+_ENV_NPROC = re.compile(r"(?<![\w$])(?:NPROC_PER_NODE|GPUS_PER_NODE|NUM_GPUS|N_GPUS)=([^\s\\;，。；：）]{1,80})")
+_ENV_NNODES = re.compile(r"(?<![\w$])(?:NNODES|NUM_NODES|NODE_COUNT)=([^\s\\;，。；：）]{1,80})")
+# The DeepSpeed launcher as a command: `deepspeed --num_gpus 4 train.py`, `deepspeed \\n --include ...`.
+_DEEPSPEED_LAUNCHER = re.compile(r"(?:^|[;&|`(])[ \t]{0,8}(?:[A-Z_][A-Z0-9_]{0,40}=[^\s]{0,200}[ \t]{1,4}){0,8}deepspeed"
+                                 r"(?=[ \t]{1,4}(?:\\[ \t]{0,4}\n[ \t]{0,12})?-)", re.MULTILINE)
 _GRES = re.compile(r"--gres[= ]gpu:(?:[\w-]{1,20}:)?(\d{1,3})")
 _SLURM_NODES = re.compile(r"(?<![\w-])(?:--nodes|-N)[= ](\d{1,4})(?![\d-])")
 _YAML_PROCS = re.compile(r"""(?:^[ \t\-]{0,12}(?:num_processes|devices)|["'](?:num_processes|devices)["'])[ \t]{0,4}:[ \t]{0,4}(\d{1,4})(?![\d.])""",
@@ -57,22 +66,23 @@ _VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES(?:=|\s+is set to\s+)["']?(\d{1,3}
 # A card's name: A100, H100, T4, L40S, MI300X, RTX 4090, 3090 Ti, 910B; bare numbers only for consumer cards,
 # so that "2 x 4096" (a tensor's shape) is not two GPUs.
 _CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
-         r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?![\w.])")
+         r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?!\w|\.\d)")
 _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
 _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
 _PROSE = [
     # 8 x A100, 8xH100, 2 × 4090, 7*V100, 4 * NVIDIA A10G, 8*910B, 2x24GB
-    re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
+    re.compile(r"(?<![\w.-])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
     # V100 (16GB) X 2, 2080Ti X 2, v100*2
     re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
-    # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus
-    re.compile(r"(?<![\w.])(\d{1,3})[ \t](?:\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
+    # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus (not "ZeRO-3 on A100 cards": the words between describe the cards)
+    re.compile(r"(?<![\w.-])(\d{1,3})[ \t](?:(?!(?:on|in|with|of|for|per|and|or|to|from|at|by|using|across|over|into)[ \t])"
+               r"\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
     # 2 x 40GB A100s
     re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}\d{1,3}[ \t]?GB[ \t][A-Za-z]{1,4}\d{2,4}s\b"),
-    # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片)
-    re.compile(r"(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
-    # 两块卡, 三张L40s, 单卡, 双卡
-    re.compile(r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片, nor 第 7 张卡: the 7th card)
+    re.compile(r"(?<!第)(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡)
+    re.compile(r"(?<!第)(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
                r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
@@ -201,6 +211,33 @@ def _words(text: str, counts: _Counts) -> None:
             counts.add(3, n, m.group(0).strip())
 
 
+def _one(values: list[int | None]) -> int | None:
+    return values[0] if values and None not in values and len(set(values)) == 1 else None
+
+
+def _machines(text: str, names: dict) -> Iterator[Finding]:
+    """GPUs per machine and machines, from the launchers that say them per machine."""
+    if _DEEPSPEED_LAUNCHER.search(text):
+        per_node = [_value(m.group(1), names) for m in _NUM_GPUS.finditer(text) if m.group(0).lstrip("\"'").startswith("--num")
+                    and "gpus" in m.group(0)]
+        nodes = [_value(m.group(1), names) for m in _NUM_NODES.finditer(text)]
+        hosts = [m.group(1).split("@") for m in _INCLUDE.finditer(text)]
+        if hosts and not per_node:
+            per_node = [len(host.split(":", 1)[1].split(",")) for group in hosts for host in group]
+        if hosts and not nodes:
+            nodes = [len(group) for group in hosts]
+        if (n := _one(per_node)) is not None:
+            yield Finding("dist.gpus_per_node", n, "the DeepSpeed launcher's GPUs per node")
+        if (n := _one(nodes)) is not None:
+            yield Finding("dist.num_nodes", n, "the DeepSpeed launcher's nodes")
+    gres = [int(m.group(1)) for m in _GRES.finditer(text)]
+    if gres:
+        if (n := _one(gres)) is not None:
+            yield Finding("dist.gpus_per_node", n, "Slurm --gres=gpu")
+        if (n := _one([int(m.group(1)) for m in _SLURM_NODES.finditer(text)])) is not None:
+            yield Finding("dist.num_nodes", n, "Slurm --nodes")
+
+
 def launched(text: str) -> int | None:
     """The count a launcher or the visible devices state, for readers that need the world size."""
     from .config_keys import _uncomment
@@ -230,3 +267,4 @@ def extract(text: str) -> Iterator[Finding]:
     decided = counts.decide()
     if decided:
         yield decided
+    yield from _machines(text, names)

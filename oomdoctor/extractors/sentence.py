@@ -16,7 +16,8 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "dist.strategy", "train.objective", "log.notebook", "log.memory_grows", "train.optimizer",
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
-            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective"}
+            "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
+            "rl.vllm"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -68,6 +69,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.objective", re.compile(r"(?<![A-Za-z])ppo(?![A-Za-z])|(?<![\w/-])rlhf(?![\w-])", _I), "ppo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])grpo(?![A-Za-z])|\bnum_generations\b", _I), "grpo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])orpo(?![A-Za-z])", _I), "orpo"),
+    # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
+    # "trl vllm-serve", "a vLLM server", "vLLM 服务".
+    ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
+                           r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm", _I), "colocate"),
+    ("rl.vllm", re.compile(r"(?<![A-Za-z])trl[ \t]{1,3}vllm-serve\b|(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:server|服务)", _I), "server"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
@@ -119,7 +125,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("model.new_tokens", re.compile(r"\bnew[_ ]special[_ ]tokens?\b|\badd(?:ed|ing)?\s{1,3}(?:new\s{1,3})?(?:special\s{1,3})?tokens\b|\bresize_token_embeddings\b|"
                                     r"\bresiz\w{0,3}\s{1,3}(?:the\s{1,3})?(?:vocab\w{0,6}|embeddings?)\b|新(?:的)?\s{0,2}(?:special\s{0,2})?token|resize\s{0,2}了?\s{0,2}词表|扩(?:充)?词表", _I), True),
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
-    ("data.num_workers", re.compile(r"(?<![A-Za-z])(?:dataloader_)?num_workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
+    ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
     # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
     ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
                                            r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
@@ -132,11 +139,44 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 # A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
 _DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
 DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
-            "train.precision", "log.notebook"}
+            "train.precision", "log.notebook", "rl.vllm"}
 
 
 def _denied(fact: str, match: re.Match, text: str) -> bool:
     return fact in DENIABLE and bool(_DENIED.search(text[max(0, match.start() - 16):match.start()]))
+
+
+# Facts whose words also make up the names of folders and checkpoints: "Colab/SD_LoRA/train.py",
+# "madebyollin/sdxl-vae-fp16-fix", "TheBloke/Llama-2-7B-fp16" name things and set nothing.
+NAMED = {"train.method", "train.precision"}
+_TOKEN_END = re.compile(r"""[\s"'`()\[\]{}<>,;=，。；：（）]""")
+_FILE_NAME = re.compile(r"\.[A-Za-z]{1,5}$")
+# Matches set aside as names before a fact's pattern stops looking (a log of ten thousand paths).
+MAX_NAMES_SKIPPED = 64
+
+
+def _in_a_name(match: re.Match, text: str) -> bool:
+    """Whether the match sits inside a path or Hub id as part of a longer name.
+
+    A word that is a whole path segment ("peft/LoRA", "saves/llama3/lora/sft") or sits in the file
+    name a path ends with (a script or config file: "configs/train_lora.yaml") is read as it is
+    anywhere; a directory or repository name that merely contains it is a name.
+    """
+    start, end = match.start(), match.end()
+    before = _TOKEN_END.search(text[max(0, start - 300):start][::-1])
+    left = start - before.start() if before else max(0, start - 300)
+    after = _TOKEN_END.search(text, end, end + 300)
+    right = after.start() if after else min(len(text), end + 300)
+    token = text[left:right]
+    if "/" not in token:
+        return False
+    offset = start - left
+    seg_start = token.rfind("/", 0, offset) + 1
+    seg_end = token.find("/", offset)
+    segment = token[seg_start: seg_end if seg_end >= 0 else len(token)]
+    if segment.lower() == match.group(0).lower():
+        return False
+    return not (seg_end < 0 and _FILE_NAME.search(segment))
 
 
 def _seq(match: re.Match) -> int | None:
@@ -211,10 +251,15 @@ def extract(text: str) -> Iterator[Finding]:
     text = prose(text)
     best: dict[str, tuple[int, int, object, re.Match]] = {}
     for order, (fact, pattern, kind) in enumerate(_PATTERNS):
+        names = 0
         for match in pattern.finditer(text):
             if fact in best and best[fact][0] <= match.start():
                 break
-            value = None if _denied(fact, match, text) else _value(kind, match, text)
+            named = fact in NAMED and _in_a_name(match, text)
+            names += named
+            if names > MAX_NAMES_SKIPPED:
+                break
+            value = None if _denied(fact, match, text) or named else _value(kind, match, text)
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
                 break

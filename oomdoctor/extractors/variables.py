@@ -12,8 +12,8 @@ import re
 from fractions import Fraction
 
 # `NAME=value` as a shell assignment or an environment prefix (`NPROC_PER_NODE=8 swift sft`),
-# anywhere a word starts; the value runs to the next blank unless it is quoted.
-_SHELL = re.compile(r"""(?<![\w$.-])(?:export[ \t]{1,4})?([A-Za-z_][A-Za-z0-9_]{0,60})=("[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s"']{0,200})""")
+# anywhere a word starts; the value runs to the next blank, `;` or full-width punctuation unless it is quoted.
+_SHELL = re.compile(r"""(?<![\w$.-])(?:export[ \t]{1,4})?([A-Za-z_][A-Za-z0-9_]{0,60})=("[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s"';，。；：）]{0,200})""")
 # `NAME = value` on an unindented line of a Python script (constants at module level).
 _PYTHON = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,60})[ \t]{1,4}=[ \t]{1,4}([^\n]{1,200})$", re.MULTILINE)
 _TOKEN = re.compile(r"\s*(\d{1,15}(?:\.\d{1,10})?|\$\{[A-Za-z_]\w{0,60}\}|\$[A-Za-z_]\w{0,60}|[A-Za-z_]\w{0,60}|//|[-+*/%()])")
