@@ -113,11 +113,25 @@ def _python_config(text: str, name: str, key: str | None = None) -> dict[str, An
     raise KeyError(f"no literal config named {name!r}")
 
 
+def _printed_config(text: str, name_or_path: str) -> dict[str, Any]:
+    """A config as transformers prints it (``XConfig {...json...}``) inside a text file, picked out by
+    its ``_name_or_path``: the JSON object around that key, parsed with json (nothing is executed)."""
+    key = f'"_name_or_path": "{name_or_path}"'
+    at = text.find(key)
+    if at < 0 or text.find(key, at + 1) >= 0:
+        raise KeyError(f"not exactly one printed config with _name_or_path {name_or_path!r}")
+    start = text.rfind("{", 0, at)
+    config, _ = json.JSONDecoder().raw_decode(text, start)
+    return config
+
+
 def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None,
-                assigned: str | None = None) -> dict[str, Any]:
+                assigned: str | None = None, printed: str | None = None) -> dict[str, Any]:
     git_dir = mirrors / repo.replace("/", "+") / "repo"
     text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
                           capture_output=True, text=True).stdout
+    if printed is not None:
+        return _printed_config(text, printed)
     if assigned is not None:
         return _python_config(text, assigned, preset)
     if preset is None:
@@ -150,7 +164,8 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     src = sources[item["from"]]
     # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
     commit = item.get("commit", src["commit"])
-    raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"))
+    raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
+                      item.get("printed"))
     if item.get("model_type"):
         # a table whose dicts the repository hands to one configuration class, so they carry no model_type
         if raw.get("model_type"):
@@ -179,6 +194,8 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     if item.get("assigned"):
         where = f"{item['assigned']}[{item['preset']!r}]" if item.get("preset") else item["assigned"]
         notes.append(f"{where} in that file (the config's values, written in Python)")
+    if item.get("printed"):
+        notes.append(f"the config transformers printed for {item['printed']!r}, pasted into that file")
     if item.get("model_type"):
         notes.append(f"model_type {item['model_type']!r} is the configuration class the repository builds it with")
     if item.get("drop"):
