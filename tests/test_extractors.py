@@ -550,7 +550,7 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     ("['torchrun', '--nnodes', '1', '--nproc_per_node', '8', 'launcher.py']", 8),
     ("tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device", 1),
     ("8 x A100", 8), ("8xH100", 8), ("2xT4", 2), ("7*V100", 7), ("4张L20", 4), ("共8张卡", 8), ("两块卡，A6000", 2),
-    ("on two GPUs", 2), ("单卡", 1), ("V100 (16GB) X 2", 2), ("across 8 80GB GPUs", 8),
+    ("on two GPUs", 2), ("单卡", 1), ("V100 (16GB) X 2", 2), ("A100s (40G) x2", 2), ("H100s x 8", 8), ("across 8 80GB GPUs", 8),
 ])
 def test_gpu_counts_in_every_form(text, count):
     assert facts(gpu_count, text)["dist.num_gpus"] == count

@@ -72,8 +72,8 @@ _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "ei
 _PROSE = [
     # 8 x A100, 8xH100, 2 × 4090, 7*V100, 4 * NVIDIA A10G, 8*910B, 2x24GB
     re.compile(r"(?<![\w.-])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
-    # V100 (16GB) X 2, 2080Ti X 2, v100*2
-    re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
+    # V100 (16GB) X 2, 2080Ti X 2, v100*2, A100s (40G) x2
+    re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}s?|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
     # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus (not "ZeRO-3 on A100 cards": the words between describe the cards)
     re.compile(r"(?<![\w.-])(\d{1,3})[ \t](?:(?!(?:on|in|with|of|for|per|and|or|to|from|at|by|using|across|over|into)[ \t])"
                r"\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
