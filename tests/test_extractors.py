@@ -765,3 +765,14 @@ def test_unsloth_fast_inference_is_a_colocated_vllm_and_contradicts_use_vllm_fal
     both = "--use-vllm False \\\n--fast-inference True \\\n--vllm-gpu-memory-utilization 0.4"
     assert "rl.vllm" not in observed(both) and observed(both)["rl.vllm_memory_share"] == 0.4
     assert observed("--use_vllm False")["rl.vllm"] == "none"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Llama-3-8B LoRA on an A100, CUDA out of memory", None),   # 40 or 80 GB: the verdict hangs on it
+    ("full fine-tuning on a V100", None),                       # 16 or 32 GB
+    ("A100 80GB", "a100-80gb-sxm"), ("8xA100(40G)", "a100-40gb-sxm"), ("V100 32GB", "v100-32gb"),
+    ("H100 full finetune", "h100-sxm"),                         # 80 GB SXM and PCIe, 94 GB NVL: close enough
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb-sxm"),
+])
+def test_a_card_sold_in_sizes_far_apart_is_not_given_a_size(text, expected):
+    assert facts(gpu_card, text).get("gpu.name") == expected
