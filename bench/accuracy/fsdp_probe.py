@@ -43,6 +43,27 @@ SHAPE = dict(hidden_size=256, intermediate_size=688, num_attention_heads=8, num_
              num_hidden_layers=4, vocab_size=1000)
 
 
+
+def _sharded(model, wrap_from):
+    """`model` under FSDP1 on the CPU as the PEFT FSDP recipes run it: fully sharded, bf16 compute and
+    reduction, one unit per decoder layer (peft's policy, read off `wrap_from`)."""
+    import torch
+    from peft.utils.other import fsdp_auto_wrap_policy
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+
+    half = torch.bfloat16
+    return FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(wrap_from),
+                                    device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
+                                    mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half, buffer_dtype=half))
+
+
+def _batch(seq: int) -> dict:
+    """The same token ids on every rank and run, labels the inputs."""
+    import torch
+
+    ids = torch.randint(0, SHAPE["vocab_size"], (BATCH, seq), generator=torch.Generator().manual_seed(1))
+    return {"input_ids": ids, "labels": ids.clone()}
+
 def _model(reentrant: bool, quantized_from: str | None = None):
     """The tiny Llama with LoRA; ``quantized_from``: a saved bf16 copy to load back in NF4 (QLoRA)."""
     import peft
@@ -88,17 +109,9 @@ def kept_after_forward(fsdp: bool, reentrant: bool, quantized_from: str | None =
 
     model = _model(reentrant, quantized_from)
     if fsdp:
-        from peft.utils.other import fsdp_auto_wrap_policy
-        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
-
-        half = torch.bfloat16
-        model = FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(model),
-                                         device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
-                                         mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half,
-                                                                        buffer_dtype=half))
+        model = _sharded(model, wrap_from=model)
     model.train()
-    ids = torch.randint(0, SHAPE["vocab_size"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
-    batch = {"input_ids": ids, "labels": ids.clone()}
+    batch = _batch(SEQ)
     pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
     tracker = Tracker(storage_bytes(pre), {t.untyped_storage().data_ptr() for t in pre if t.numel()},
                       {p.untyped_storage().data_ptr() for p in model.parameters()})
@@ -140,17 +153,9 @@ def peak_in_backward(fsdp: bool, reentrant: bool, seq: int) -> int:
     peft_model = _model(reentrant)
     model = _with_loss_in_model(peft_model)
     if fsdp:
-        from peft.utils.other import fsdp_auto_wrap_policy
-        from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
-
-        half = torch.bfloat16
-        model = FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(peft_model),
-                                         device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
-                                         mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half,
-                                                                        buffer_dtype=half))
+        model = _sharded(model, wrap_from=peft_model)
     model.train()
-    ids = torch.randint(0, SHAPE["vocab_size"], (BATCH, seq), generator=torch.Generator().manual_seed(1))
-    batch = {"input_ids": ids, "labels": ids.clone()}
+    batch = _batch(seq)
     pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
     peak = 0
     for _ in range(2):
