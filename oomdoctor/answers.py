@@ -47,6 +47,8 @@ class Reading:
 
     value: Any = None
     skipped: bool = False
+    # The fact the value is for, when it is not the asked one (a size answering "which GPU?").
+    fact: str | None = None
 
 
 _OPTION_NUMBER = re.compile(r"[#(（]?\s{0,2}(\d{1,2})\s{0,2}[.)）、]?")
@@ -86,7 +88,17 @@ def read(question: Question, message: str, kb: KnowledgeBase, skip_words: set[st
         value = "none" if _polarity(first) is False and not _skips(first, skip_words) else None
     if value is not None and spec.accepts(value):
         return Reading(value)
+    if question.or_size:
+        size = _size(text)
+        if size is not None and kb.facts[question.or_size].accepts(size):
+            return Reading(size, fact=question.or_size)
     return Reading(skipped=_skips(first, skip_words))
+
+
+def _size(text: str) -> float | None:
+    """The one size the answer writes with its unit ("80G 的", "the 32GB one"); a bare number may be a count."""
+    sizes = {float(m.group(1)) for m in _NUMBER.finditer(text) if (m.group(3) or "").lower() in SIZE_UNITS}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def _first_clause(text: str) -> str:

@@ -93,12 +93,13 @@ class Consultant:
         state.pending = None
         source_kind = "answer" if pending else "extractor"
         reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
-        if reading is not None and reading.value is not None and admissible(pending.fact, reading.value, kb):
-            memory.assert_fact(pending.fact, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
+        answered = (reading.fact or pending.fact) if reading is not None and reading.value is not None else None
+        if answered is not None and admissible(answered, reading.value, kb):
+            memory.assert_fact(answered, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
         # The answer is read whole: the asked fact and everything else it states. What it mentions in passing
         # adds facts but does not rewrite known ones ("A100" answering "how many GPUs?" is not a new card).
         for obs in observe(message, kb):
-            if reading is not None and reading.value is not None and obs.name == pending.fact:
+            if obs.name == answered:
                 continue
             if pending is not None and obs.name != pending.fact and obs.name in memory:
                 continue
@@ -110,7 +111,7 @@ class Consultant:
         state.facts = [f.as_dict() for f in memory if f.source.kind in STORED_SOURCES]
         evaluation = evaluate(memory, kb, self.engine)
         question = None
-        if pending is not None and not reading.skipped and pending.fact not in memory:
+        if pending is not None and not reading.skipped and pending.fact not in memory and answered not in memory:
             question = self._ask_again(pending, evaluation, state, notes, allow_questions)
         held = questioning.held_back(evaluation.diagnoses, kb,
                                      evaluation.memory.value("phase") in prescription.FAILED_MOMENT)

@@ -119,6 +119,9 @@ class Question:
     again: dict[str, str] | None = None
     # What the question is about, in a few words ("the model"), for a reply that lists what it would ask.
     topic: dict[str, str] | None = None
+    # A size in GiB that answers the question as well as its own fact does ("80G" to "which GPU?": how much
+    # memory each card has), read only when the answer writes its unit.
+    or_size: str | None = None
 
 
 @dataclass(frozen=True)
@@ -333,12 +336,17 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         "priority": Field("int"), "text": Field("text"), "why": Field("text"),
         "answer": Field("enum", values=ANSWER_TYPES), "options": Field("list", required=False),
         "again": Field("text", required=False), "topic": Field("text", required=False),
+        "or_size": Field("str", required=False),
     }
     option_schema = {"value": Field("any"), "label": Field("text")}
     out = {}
     for where, entry in _entries(path, "questions"):
         check_entry(entry, schema, where)
         check_ref(entry["fact"], facts, "fact", where)
+        if "or_size" in entry:
+            check_ref(entry["or_size"], facts, "fact", where)
+            if not entry["or_size"].endswith("_gib"):
+                raise KnowledgeError(f"{where}: or_size must name a fact in GiB, not {entry['or_size']!r}")
         options = entry.get("options") or []
         for i, option in enumerate(options):
             check_entry(option, option_schema, f"{where}: option #{i + 1}")
@@ -347,7 +355,7 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
             raise KnowledgeError(f"{where}: a choice question needs options")
         out[entry["id"]] = Question(entry["id"], entry["fact"], entry["purpose"], entry["priority"], entry["text"],
                                     entry["why"], entry["answer"], tuple(options), entry.get("again"),
-                                    entry.get("topic"))
+                                    entry.get("topic"), entry.get("or_size"))
     return out
 
 

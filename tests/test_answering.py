@@ -113,3 +113,21 @@ def test_a_question_is_asked_only_when_its_answer_would_change_the_reply():
     # Unknown checkpointing decides between the activations and the logits: worth one question.
     _, (asked,) = talk("Qwen2.5-7B LoRA on an RTX 4090, seq len 2048, per_device_train_batch_size 8, OOM right at the start.")
     assert asked["questions"][0]["fact"] == "train.grad_checkpointing"
+
+
+def test_a_size_answers_which_gpu_as_the_question_invites_in_both_languages():
+    """The GPU question's second wording asks "or how many GB each card has?": a size with its unit
+    answers it (a bare A100 or V100 names no size), and the consultation goes on instead of asking again;
+    a bare number is no size ("2" may be a count)."""
+    for first, answer, size in [
+        ("在 A100 上全参微调 Qwen2-7B，bf16，batch 4，序列 2048，开了梯度检查点，单卡，CUDA out of memory.", "80G 的", 80),
+        ("Full fine-tune of Mistral-7B on a V100, fp16, batch 2, 1024 tokens, checkpointing on, one GPU: "
+         "CUDA out of memory", "the 32GB one", 32),
+    ]:
+        conversation, (asked,) = talk(first)
+        assert [q["fact"] for q in asked["questions"]] == ["gpu.name"]
+        conversation.push(answer)
+        reply = conversation.pop()
+        assert facts(reply).get("gpu.memory_gib") == size
+        assert all(q["fact"] != "gpu.name" for q in reply.get("questions", [])), reply["text"][:300]
+        assert reply["lang"] == asked["lang"]

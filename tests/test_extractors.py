@@ -776,3 +776,14 @@ def test_unsloth_fast_inference_is_a_colocated_vllm_and_contradicts_use_vllm_fal
 ])
 def test_a_card_sold_in_sizes_far_apart_is_not_given_a_size(text, expected):
     assert facts(gpu_card, text).get("gpu.name") == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("验证集有 2500 条", 2500), ("评估集是1200个样本", 1200), ("验证集有500，训练集10万", 500), ("2,500 eval samples", 2500),
+    ("验证集 2048 tokens", None),        # tokens, not samples
+    ("验证集有 3 张卡", None),           # cards
+    ("验证集有 12345678 条", None),      # past the bound: not its first seven digits
+    ("验证集 1.5 万条", None),           # "1.5 万" is not 1 or 5
+])
+def test_an_eval_set_size_is_a_count_of_samples_and_whole(text, expected):
+    assert facts(sentence, text).get("eval.samples") == expected

@@ -293,10 +293,13 @@ def _match_key(idx: _GpuIndex, key: tuple[frozenset[str], frozenset[str], int | 
     if defaults:
         _, g, name = defaults[0]  # several defaults (A100 40/80 GB SXM): the larger, more common today
         same_memory = len({c[1].memory_mib for c in distinct.values()}) == 1
-        return g, 90.0 if same_memory else 75.0, name
+        return g, 90.0 if same_memory else VARIANT_SIZE_GUESSED, name
     _, g, name = sorted(distinct.values(), key=lambda c: c[1].id)[0]
     return g, 70.0, name
 
+
+# The score of a name that fits cards of different memory, read as the default one (a bare "A100": 40 or 80 GB).
+VARIANT_SIZE_GUESSED = 75.0
 
 def resolve_gpu(text: str, gpus: dict[str, GPU] | None = None) -> GPU | None:
     """The catalog GPU a name (typed, or an ``nvidia-smi`` line) refers to, or ``None``."""

@@ -21,10 +21,10 @@ NAME = "gpu_card"
 PRODUCES = {"gpu.name", "gpu.memory_gib", "model.params_b"}
 
 _MAX_LINES = 2000
-# resolve_gpu_scored's score when a name fits variants of different memory and the default was taken (a bare "A100").
-# Such a name is left unknown when its variants differ by more than a quarter (A100 40/80 GB, V100 16/32 GB), and
-# read as the default when they are close (H100: 80 GB SXM and PCIe, 94 GB NVL).
-MEMORY_VARIANT_GUESSED = 80
+# A name whose size the catalog had to guess (catalog.gpus.VARIANT_SIZE_GUESSED) is left unknown when its variants
+# differ by more than a quarter (A100 40/80 GB, V100 16/32 GB), and read as the default when they are close
+# (H100: 80 GB SXM and PCIe, 94 GB NVL).
+SIZES_FAR_APART = 1.25
 _LINE_CHARS = 4000
 # Sizes said of the GPUs themselves, not of a model, a job or a total.
 _SIZE = r"(\d{1,3}(?:\.\d{1,2})?)\s?(?:GB|GiB|Gb|gb|G|g)(?![A-Za-z0-9])"
@@ -122,9 +122,8 @@ def _free_sizes(text: str, taken: list[tuple[int, int]]) -> list[tuple[float, st
 
 
 def extract(text: str) -> Iterator[Finding]:
-    from .config_keys import _uncomment
-
-    from .config_keys import distinct
+    from ..catalog.gpus import VARIANT_SIZE_GUESSED
+    from .config_keys import _uncomment, distinct
 
     text = distinct(text)
     clean = _uncomment(text)
@@ -144,15 +143,15 @@ def extract(text: str) -> Iterator[Finding]:
         if npus or len(ids) != 1 or len(families) != 1:
             detail = ", ".join(sorted({m.text for _, _, m in mentions} | {n.group(0) for n in npus}))[:120]
             yield Finding("gpu.name", unknown(), f"the paste names different or unknown cards: {detail}")
-        elif (strong or weak)[0].score < MEMORY_VARIANT_GUESSED and _memory_spread(_family((strong or weak)[0].gpu.id)) > 1.25:
-            # "A100" alone: the 40 GB and the 80 GB card are both A100s, and the catalog's default would halve or
-            # double every verdict. Left unknown, so a stated size or a question settles it.
-            first = (strong or weak)[0]
-            yield Finding("gpu.name", unknown(), f"{first.text}: the card comes with different memory sizes")
         else:
             first = (strong or weak)[0]
-            name = first.gpu
-            yield Finding("gpu.name", name.id, first.text)
+            if first.score <= VARIANT_SIZE_GUESSED and _memory_spread(_family(first.gpu.id)) > SIZES_FAR_APART:
+                # "A100" alone: the 40 GB and the 80 GB card are both A100s, and the catalog's default would halve
+                # or double every verdict. Left unknown, so a stated size or a question settles it.
+                yield Finding("gpu.name", unknown(), f"{first.text}: the card comes with different memory sizes")
+            else:
+                name = first.gpu
+                yield Finding("gpu.name", name.id, first.text)
     elif _mentions(text):
         yield Finding("gpu.name", unknown(), "a card is named only in commented-out lines")
 

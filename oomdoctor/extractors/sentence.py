@@ -103,7 +103,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
-                                r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})\s{0,2}(?:条|个)?",
+                                r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
+                                # a count of samples, not of tokens, GPUs or steps, and never the first digits of a longer number
+                                r"(?=\s{0,2}(?:条|个|样本|samples|examples))|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}"
+                                r"(\d{1,7})(?![\d.,])(?!\s{0,2}[\w%])",
                                 _I), "count"),
     ("eval.enabled", re.compile(r"\beval(?:uation)?\s{1,3}(?:runs|ran|starts|started|is\s{1,3}on|is\s{1,3}enabled)\b|开启(?:了)?评估", _I), True),
     ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:first\s{1,3}|an?\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
