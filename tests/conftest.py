@@ -104,6 +104,16 @@ class LiveServer:
         except OSError:
             return ""
 
+    def log_once_it_holds(self, *needles: str, deadline: float = 10.0) -> str:
+        """The whole log once every needle is in it: gunicorn writes the access line after the response has gone,
+        so a test reading the log right after its request can be ahead of the writer."""
+        end = time.monotonic() + deadline
+        while True:
+            text = self.log.read_text(errors="replace")
+            if all(n in text for n in needles) or time.monotonic() > end:
+                return text
+            time.sleep(0.05)
+
     def stop(self, sig: int | None = None) -> None:
         if self.proc and self.proc.poll() is None:
             if sig is None:

@@ -127,9 +127,10 @@ def test_the_access_log_holds_no_consultation_id(server):
     cid = requests.post(server.url + "/api/v1/consultations", json={"message": LOG}, timeout=60).json()["id"]
     requests.get(f"{server.url}/api/v1/consultations/{cid}?x=1", timeout=30)
     requests.get(f"{server.url}/c/{cid}", timeout=30)
-    log = server.log.read_text(errors="replace")
+    lines = '"GET /c/<id> HTTP/1.1" 404', '"GET /api/v1/consultations/<id> HTTP/1.1" 200'
+    log = server.log_once_it_holds(*lines)
     assert cid not in log
-    assert '"GET /c/<id> HTTP/1.1" 404' in log and '"GET /api/v1/consultations/<id> HTTP/1.1" 200' in log
+    assert all(line in log for line in lines)
 
 
 def test_the_server_is_whole_afterwards(server):
