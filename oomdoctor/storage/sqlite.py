@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import sqlite_utils
+
 from . import migrations
 from .errors import StorageError
 from .store import Store
@@ -85,11 +87,15 @@ class SQLiteStore(Store):
         self.path = file_of(database)
         try:
             self.conn = connect(self.path)
+            # sqlite-utils over the same connection: the file's pragmas and tables by name, no SQL typed
+            # for them; the turns' statements stay plain SQL shared with PostgreSQL (store.py).
+            self.db = sqlite_utils.Database(self.conn, execute_plugins=False)
             if migrate:
                 # Once per process start: WAL is a property of the file, it stays on.
-                mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise sqlite3.OperationalError(f"unable to open the write-ahead log (journal mode {mode})")
+                self.db.enable_wal()
+                if self.db.journal_mode != "wal":
+                    raise sqlite3.OperationalError(
+                        f"unable to open the write-ahead log (journal mode {self.db.journal_mode})")
                 result = self.conn.execute("PRAGMA quick_check").fetchone()
                 if result[0] != "ok":
                     raise sqlite3.DatabaseError(f"database disk image is malformed: {result[0]}")
@@ -131,5 +137,4 @@ class SQLiteStore(Store):
         self.conn.close()
 
     def tables(self) -> list[str]:
-        return [row[0] for row in self.conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()]
+        return sorted(self.db.table_names())
