@@ -56,9 +56,9 @@ _OPTION_NUMBER = re.compile(r"[#(（]?\s{0,2}(\d{1,2})\s{0,2}[.)）、]?")
 
 def option_by_number(question: Question, message: str) -> Any:
     """The value of option N when the reply is just "N" ("2", "#2", "2)", "２"), as chat channels
-    show options numbered; None otherwise. Never for a question whose answer is a number, where
-    "2" means two (the chat renderer does not number those options)."""
-    if question.answer == "number" or not question.options:
+    show options numbered; None otherwise. Never for a question whose answer is a number, or that
+    also asks a count, where "2" means two (the chat renderer does not number those options)."""
+    if question.answer == "number" or question.or_count or not question.options:
         return None
     match = _OPTION_NUMBER.fullmatch(message.strip())
     if match is None:
@@ -71,6 +71,8 @@ def read(question: Question, message: str, kb: KnowledgeBase, skip_words: set[st
     text = " ".join(message.strip()[:MAX_ANSWER_CHARS].split())
     first = _first_clause(text)
     spec = kb.facts[question.fact]
+    if question.or_count and (count := _bare_count(text)) is not None and kb.facts[question.or_count].accepts(count):
+        return Reading(count, fact=question.or_count)
     picked = option_by_number(question, text)
     if picked is not None and spec.accepts(picked):
         return Reading(picked)
@@ -93,6 +95,18 @@ def read(question: Question, message: str, kb: KnowledgeBase, skip_words: set[st
         if size is not None and kb.facts[question.or_size].accepts(size):
             return Reading(size, fact=question.or_size)
     return Reading(skipped=_skips(first, skip_words))
+
+
+_BARE_COUNT = re.compile(r"(?:x\s{0,2})?(\d{1,3})\s{0,2}[.!。]?")
+
+
+def _bare_count(text: str) -> int | None:
+    """A reply that is only a count ("2", "x2", "two"): what "(and how many)?" asks; a count said with
+    its noun ("2 GPUs", "两张卡") is the extractors' to read, with the rest of the message."""
+    text = text.strip().lower()
+    if (match := _BARE_COUNT.fullmatch(text)) is not None:
+        return int(match.group(1))
+    return _WORD_NUMBERS.get(text.rstrip(".!。"))
 
 
 def _size(text: str) -> float | None:

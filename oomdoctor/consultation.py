@@ -111,7 +111,9 @@ class Consultant:
         state.facts = [f.as_dict() for f in memory if f.source.kind in STORED_SOURCES]
         evaluation = evaluate(memory, kb, self.engine)
         question = None
-        if pending is not None and not reading.skipped and pending.fact not in memory and answered not in memory:
+        # A count answering "which GPU (and how many)?" still leaves the card to ask.
+        settled = answered is not None and answered in memory and answered != pending.or_count
+        if pending is not None and not reading.skipped and pending.fact not in memory and not settled:
             question = self._ask_again(pending, evaluation, state, notes, allow_questions)
         held = questioning.held_back(evaluation.diagnoses, kb,
                                      evaluation.memory.value("phase") in prescription.FAILED_MOMENT)

@@ -122,6 +122,9 @@ class Question:
     # A size in GiB that answers the question as well as its own fact does ("80G" to "which GPU?": how much
     # memory each card has), read only when the answer writes its unit.
     or_size: str | None = None
+    # A count the question asks beside its own fact ("which GPU (and how many)?"): a bare number answers
+    # the count, so the options are never picked by their number.
+    or_count: str | None = None
 
 
 @dataclass(frozen=True)
@@ -336,7 +339,7 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
         "priority": Field("int"), "text": Field("text"), "why": Field("text"),
         "answer": Field("enum", values=ANSWER_TYPES), "options": Field("list", required=False),
         "again": Field("text", required=False), "topic": Field("text", required=False),
-        "or_size": Field("str", required=False),
+        "or_size": Field("str", required=False), "or_count": Field("str", required=False),
     }
     option_schema = {"value": Field("any"), "label": Field("text")}
     out = {}
@@ -347,6 +350,10 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
             check_ref(entry["or_size"], facts, "fact", where)
             if not entry["or_size"].endswith("_gib"):
                 raise KnowledgeError(f"{where}: or_size must name a fact in GiB, not {entry['or_size']!r}")
+        if "or_count" in entry:
+            check_ref(entry["or_count"], facts, "fact", where)
+            if facts[entry["or_count"]].type != "integer":
+                raise KnowledgeError(f"{where}: or_count must name an integer fact, not {entry['or_count']!r}")
         options = entry.get("options") or []
         for i, option in enumerate(options):
             check_entry(option, option_schema, f"{where}: option #{i + 1}")
@@ -355,7 +362,7 @@ def _load_questions(path: Path, facts: dict[str, FactSpec]) -> dict[str, Questio
             raise KnowledgeError(f"{where}: a choice question needs options")
         out[entry["id"]] = Question(entry["id"], entry["fact"], entry["purpose"], entry["priority"], entry["text"],
                                     entry["why"], entry["answer"], tuple(options), entry.get("again"),
-                                    entry.get("topic"), entry.get("or_size"))
+                                    entry.get("topic"), entry.get("or_size"), entry.get("or_count"))
     return out
 
 

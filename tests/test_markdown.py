@@ -141,3 +141,20 @@ def test_an_estimate_renders_its_line_breakdown_and_changes():
     assert markdown.estimate_line(reply["estimate"], KB, "zh") in text
     assert KB.text("part.weights", "zh") in text and KB.text("markdown.whatif", "zh") in text
     assert reply["whatif"][0]["title"] in text
+
+
+@pytest.mark.parametrize("said", ["2", "two", "x2", "2."])
+def test_a_bare_number_to_the_gpu_question_is_the_count_and_the_card_is_asked_again(said):
+    # "Which GPU does it run on (and how many)?": "2" is two cards, never the second option (RTX 3090).
+    question = KB.questions["ask_gpu"]
+    assert question.or_count == "dist.num_gpus" and option_by_number(question, said) is None
+    state, reply = C.take_turn(State(), "LLaMA-3-8B LoRA, CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert reply["questions"] and reply["questions"][0]["id"] == "ask_gpu", reply["questions"]
+    assert not markdown.numbered(reply["questions"][0])
+    state, reply = C.take_turn(state, said)
+    facts = {f["name"]: f for f in state.facts}
+    assert facts["dist.num_gpus"]["value"] == 2 and facts["dist.num_gpus"]["source"]["kind"] == "answer"
+    assert "gpu.name" not in facts and state.pending == "ask_gpu" and "asked_again" in reply["notes"]
+    state, reply = C.take_turn(state, "4090")
+    facts = {f["name"]: f["value"] for f in state.facts}
+    assert facts["gpu.name"] == "rtx-4090" and facts["dist.num_gpus"] == 2

@@ -124,6 +124,7 @@ def question_dict(question: Question, lang: str) -> dict[str, Any]:
         "text": question.text[lang],
         "why": question.why[lang],
         "answer_type": question.answer,
+        "asks_count": bool(question.or_count),
         "options": [{"value": o["value"], "label": o["label"][lang]} for o in question.options],
     }
 

@@ -43,9 +43,10 @@ def size(text: str) -> int:
 
 
 def numbered(question: dict[str, Any]) -> bool:
-    """Whether a question's options are shown numbered: not when the answer is itself a number,
-    where a reply of "2" means two."""
-    return bool(question.get("options")) and question.get("answer_type") != "number"
+    """Whether a question's options are shown numbered: not when the answer is itself a number or the
+    question also asks a count, where a reply of "2" means two."""
+    return (bool(question.get("options")) and question.get("answer_type") != "number"
+            and not question.get("asks_count"))
 
 
 def render(reply: dict[str, Any], kb: KnowledgeBase, max_chars: int = DEFAULT_MAX_CHARS,
