@@ -197,3 +197,15 @@ def test_what_the_estimator_took_for_granted_is_shown_in_each_language():
     assert "假设缓存分配器额外保留已分配显存的 10%" in [a["text"] for a in zh["assumptions"]]
     assert not any(ch.isascii() and ch.isalpha() for t in [a["text"] for a in zh["assumptions"]]
                    if t.startswith("假设缓存") for ch in t.replace("GiB", ""))
+
+
+@pytest.mark.parametrize("said", [
+    'device_map="auto" over 4 GPUs, CUDA out of memory on GPU 3 while the other GPUs are almost empty',
+    'gemma-3-27b 4bit + LoRA，device_map="balanced"，8 张 A10G，第一步训练就是最后一张卡显存爆了，其他几张卡几乎是空的',
+])
+def test_one_card_full_under_a_device_map_is_the_placement(said):
+    # One process drives every card under device_map: the cause is the placement, not a rank with more work.
+    _, reply = C.take_turn(State(), said, allow_questions=False)
+    top = reply["diagnoses"][0]
+    assert top["id"] == "device_map_imbalance" and top["trace"][0]["rule"] == "gpu_device_map_one_card_full"
+    assert reply["remedies"][0]["id"] == "max_memory_map"

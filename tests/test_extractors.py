@@ -355,6 +355,10 @@ def test_parameter_counts():
     ("deepspeed: examples/deepspeed/ds_z3_offload_config.json", "dist.offload_optimizer", "cpu"),
     ("model size (1.3B), number of GPUs", "model.params_b", 1.3),
     ("it only happens on one rank only, the others are fine", "log.one_rank", True),
+    ("OOM on GPU 3 while the other GPUs are almost empty", "log.one_rank", True),
+    ("最后一张卡显存爆了，其他几张卡几乎是空的", "log.one_rank", True),
+    ("只有第一张卡满了", "log.one_rank", True),
+    ("the other GPUs are busy too", "log.one_rank", None),
     ("the OOM is the first backward after an eval pass", "log.after_eval", True),
     ("host RAM is 64 GB", "log.stated_memory", "host"),
     ("显存不足", "log.stated_memory", "gpu"),
@@ -551,6 +555,9 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     ("tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device", 1),
     ("8 x A100", 8), ("8xH100", 8), ("2xT4", 2), ("7*V100", 7), ("4张L20", 4), ("共8张卡", 8), ("两块卡，A6000", 2),
     ("on two GPUs", 2), ("单卡", 1), ("V100 (16GB) X 2", 2), ("A100s (40G) x2", 2), ("H100s x 8", 8), ("across 8 80GB GPUs", 8),
+    # Words that pick cards out are not counts: the last card, the other GPUs, one of them.
+    ("8 张 A10G，最后一张卡显存爆了，其他几张卡几乎是空的", 8), ("共8张卡，其中两张卡 OOM", 8), ("每一张卡 24G，4张卡", 4),
+    ("over 4 GPUs, out of memory on GPU 3 while the other GPUs are almost empty", 4),
 ])
 def test_gpu_counts_in_every_form(text, count):
     assert facts(gpu_count, text)["dist.num_gpus"] == count

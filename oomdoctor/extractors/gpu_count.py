@@ -69,20 +69,23 @@ _CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
          r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?!\w|\.\d)")
 _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
 _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
+# Words before a count that pick cards out instead of counting them: the 7th, the last, one of, another, each.
+_NOT_WHICH_CARDS = r"(?<!第)(?<!最后)(?<!其中)(?<!其他)(?<!另)(?<!每)(?<!同)(?<!哪)(?<!这)(?<!那)(?<!某)"
 _PROSE = [
     # 8 x A100, 8xH100, 2 × 4090, 7*V100, 4 * NVIDIA A10G, 8*910B, 2x24GB
     re.compile(r"(?<![\w.-])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}(?:" + _CARD + r"|\d{1,3}[ \t]?GB?\b)"),
     # V100 (16GB) X 2, 2080Ti X 2, v100*2, A100s (40G) x2
     re.compile(r"(?<![\w.])(?:[A-Za-z]{1,6}\d{2,4}s?|\d{4})[ \t]?(?:Ti[ \t])?(?:[(（]\d{1,3}[ \t]?GB?[)）][ \t]{0,2})?[xX×*][ \t]{0,2}(\d{1,2})(?![\w.])"),
     # 8 GPUs, 8 A100 40GB GPUs, 8 80GB GPUs, 4 gpus (not "ZeRO-3 on A100 cards": the words between describe the cards)
-    re.compile(r"(?<![\w.-])(\d{1,3})[ \t](?:(?!(?:on|in|with|of|for|per|and|or|to|from|at|by|using|across|over|into)[ \t])"
+    re.compile(r"(?<![\w.-])(\d{1,3})[ \t](?:(?!(?:on|in|with|of|for|per|and|or|to|from|at|by|using|across|over|into|"
+               r"while|whereas|but|the|other|others|when|where|which|that|because|so|then|is|are|was|were)[ \t])"
                r"\w[\w-]{0,13}[ \t]){0,3}(?:GPUs|gpus|GPU|gpu|graphics cards|cards)\b"),
     # 2 x 40GB A100s
     re.compile(r"(?<![\w.])(\d{1,3})[ \t]{0,2}[xX×*][ \t]{0,2}\d{1,3}[ \t]?GB[ \t][A-Za-z]{1,4}\d{2,4}s\b"),
     # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片, nor 第 7 张卡: the 7th card)
-    re.compile(r"(?<!第)(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
-    # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡)
-    re.compile(r"(?<!第)(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    re.compile(_NOT_WHICH_CARDS + r"(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡, 最后一张卡, 其中两张卡, 另一张卡, 每一张卡: which cards, not how many)
+    re.compile(_NOT_WHICH_CARDS + r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
                r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"

@@ -82,7 +82,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                      r"(?:several|multiple) (?:models|trainers) in (?:one|the same) (?:process|notebook)|\bcross[- ]validation\b|超参数?搜索|"
                                      r"连续训练|循环(?:里|中)(?:训练|微调)", _I), True),
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
-                                r"\bone\s{1,3}(?:rank|gpu|card)\s{1,3}only\b|只有一张卡|只有一个rank", _I), True),
+                                r"\bone\s{1,3}(?:rank|gpu|card)\s{1,3}only\b|只有一张卡|只有一个rank|"
+                                # "the other GPUs are almost empty", "其他几张卡几乎是空的": one card fills, the rest idle
+                                r"\b(?:other|remaining)\s{1,3}(?:gpus|cards|devices)\s{1,3}(?:are|were|stay|stayed|remain|remained|look|looked)"
+                                r"\s{1,3}(?:almost\s{1,3}|nearly\s{1,3}|mostly\s{1,3}|practically\s{1,3}|basically\s{1,3})?(?:empty|idle|unused)\b|"
+                                r"其他\s{0,2}(?:几|的)?\s{0,2}(?:张|块)?\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:都|几乎|基本|差不多)?\s{0,2}(?:都|是)?\s{0,2}"
+                                r"(?:是)?\s{0,2}(?:空的|空着|没怎么用|占用很少|很空)|"
+                                r"只有\s{0,2}(?:第一|最后一|一)\s{0,2}(?:张|块)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:显存)?\s{0,2}(?:爆|满|OOM)", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
