@@ -317,11 +317,20 @@ def test_a_variant_of_a_catalog_model_is_not_that_model(name):
 
 
 def test_a_bare_family_alias_followed_by_a_size_is_a_sibling():
-    # "BLOOM" is the 176B model; bloom-560m, bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones
+    # "BLOOM" is the 176B model; bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones the catalog lacks
     assert resolve_model("BLOOM")[0].id == "bloom-176b"
-    for name in ("bigscience/bloom-560m", "bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
+    for name in ("bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
         assert resolve_model(name)[0] is None, name
-    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-176b"]
+    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-560m", "bloom-176b"]
+
+
+def test_bloom_560m_is_its_own_model_not_bloom_176b():
+    # read from the config transformers printed for bigscience/bloom-560m (24 layers of 1024, 250,880 tokens)
+    for name in ("bigscience/bloom-560m", "bloom-560m", "BLOOM 560M", "bloomz-560m"):
+        assert resolve_model(name)[0].id == "bloom-560m", name
+    shape = MODELS["bloom-560m"]
+    assert shape.param_count() == 559_214_592
+    assert (shape.layers, shape.hidden, shape.vocab) == (24, 1024, 250880)
 
 
 def test_variant_words_after_a_space_are_prose_not_names():
