@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -200,6 +201,8 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
         notes.append(f"model_type {item['model_type']!r} is the configuration class the repository builds it with")
     if item.get("drop"):
         notes.append(f"left out, as this copy edited them: {', '.join(item['drop'])}")
+    if item.get("base"):
+        notes.append(f"read from the config.json of {item['base']}, not from its own")
     if item.get("note"):
         notes.append(item["note"])
     if shape.text_only:
@@ -223,10 +226,32 @@ HEADER = """\
 """
 
 
+# What a base's copy must share with the hand-typed figures of the fine-tune it stands for.
+_SHAPE_METADATA = frozenset({"id", "names", "hf_id", "source", "notes", "family", "size", "source_config"})
+
+
+def check_base(item: dict[str, Any], entry: dict[str, Any], typed: dict[str, dict[str, Any]]) -> None:
+    """An item read from its base model's copy (``base``) stands for a fine-tune whose own config.json was seen
+    but not found in a repository; the figures typed from it (``typed:``, same id) must be the base copy's."""
+    from oomdoctor.catalog.models import _entry_to_shape
+
+    if item["id"] not in typed:
+        raise ValueError(f"{item['id']}: 'base' needs the fine-tune's typed figures (same id under typed:) to check")
+    own = dataclasses.asdict(_entry_to_shape("typed", 0, typed[item["id"]]))
+    read = dataclasses.asdict(from_hf_config(entry["config"], id=item["id"]))
+    differ = {k: (own[k], read[k]) for k in own if k not in _SHAPE_METADATA and own[k] != read[k]}
+    if differ:
+        raise ValueError(f"{item['id']}: {item['base']}'s copy differs from the fine-tune's own config: {differ}")
+
+
 def build(mirrors: Path) -> str:
     data = yaml.safe_load(SOURCES.read_text(encoding="utf-8"))
     sources = data["sources"]
     entries = [entry_for(item, sources, mirrors) for item in data["configs"]]
+    typed_by_id = {e["id"]: e for e in data.get("typed", [])}
+    for item, entry in zip(data["configs"], entries):
+        if item.get("base"):
+            check_base(item, entry, typed_by_id)
     ids = {e["id"] for e in entries}
     typed = [e for e in data.get("typed", []) if e["id"] not in ids]
     body = yaml.safe_dump({"models": entries + typed}, sort_keys=False, allow_unicode=True, width=120)
