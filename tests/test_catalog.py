@@ -333,6 +333,21 @@ def test_bloom_560m_is_its_own_model_not_bloom_176b():
     assert (shape.layers, shape.hidden, shape.vocab) == (24, 1024, 250880)
 
 
+def test_flan_t5_names_resolve_to_the_architecture_read_for_them():
+    # flan-t5-large from its own config (saved by transformers 4.33.3, kept in MOMENT's configuration module);
+    # Flan-T5-XXL is T5 v1.1 XXL fine-tuned, so its names resolve to that entry; the sizes in between are not guessed
+    for name in ("flan-t5-large", "google/flan-t5-large", "FLAN-T5-Large"):
+        assert resolve_model(name)[0].id == "flan-t5-large", name
+    for name in ("flan-t5-xxl", "google/flan-t5-xxl", "FLAN-T5-XXL"):
+        assert resolve_model(name)[0].id == "t5-v1_1-xxl", name
+    for name in ("flan-t5-base", "flan-t5-xl", "flan-t5-small"):
+        assert resolve_model(name)[0] is None, name
+    large = MODELS["flan-t5-large"]
+    assert (large.layers, large.encoder_layers, large.hidden, large.intermediate, large.heads) == (24, 24, 1024, 2816, 16)
+    # transformers 5 ties T5's lm_head to the shared embedding whatever the config says: 783,150,080 - 32,899,072
+    assert large.param_count() == 750_251_008
+
+
 def test_variant_words_after_a_space_are_prose_not_names():
     found = find_models_in_text("fine-tuning llama-2-7b with mini-batch 4 and max length 512")
     assert [m.shape.id for m in found] == ["llama-2-7b"]
