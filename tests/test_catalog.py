@@ -210,8 +210,12 @@ def test_catalog_is_mostly_generated_from_real_configs():
     assert {"llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "llama-3.3", "llama-4", "qwen", "qwen2", "qwen2.5",
             "qwen3", "qwen3-moe", "qwen2.5-vl", "qwen3-vl", "gpt-oss", "deepseek-v3", "deepseek-r1", "kimi-k2", "mixtral",
             "mistral", "mistral-nemo", "gemma-2", "gemma-3", "phi-3", "phi-4", "glm-4", "glm-4.5", "chatglm3", "olmo-2",
-            "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "opt", "gpt-2", "gpt-neox", "bloom",
-            "llava"} <= families
+            "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "flan-t5", "opt", "gpt-2", "gpt-neox", "bloom",
+            "llava", "deepseek-r1-distill"} <= families
+    # a fine-tune read from its base model's copy says so where its source is shown
+    for s in generated:
+        if s.family == "deepseek-r1-distill" and "DeepSeek-R1-Distill" not in s.source:
+            assert "not from its own" in s.notes, s.id
     # every architecture the estimate sizes beyond the Llama family is read from a real config.json
     assert {"t5", "opt", "bloom", "falcon", "gpt_neox", "gpt2", "qwen", "chatglm"} <= {s.model_type for s in generated}
 

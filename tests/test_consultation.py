@@ -197,3 +197,19 @@ def test_what_the_estimator_took_for_granted_is_shown_in_each_language():
     assert "假设缓存分配器额外保留已分配显存的 10%" in [a["text"] for a in zh["assumptions"]]
     assert not any(ch.isascii() and ch.isalpha() for t in [a["text"] for a in zh["assumptions"]]
                    if t.startswith("假设缓存") for ch in t.replace("GiB", ""))
+
+
+@pytest.mark.parametrize("sentence, model_id, total_params, lang", [
+    # models the catalog gained from config.json copies: the sentence names them, the estimate counts their weights
+    ("bloomz-560m full fine-tuning, batch 8, seq len 1024 on a T4: CUDA out of memory", "bloom-560m", 559_214_592, "en"),
+    ("google/flan-t5-large full fine-tuning, batch 16, V100 16GB, CUDA out of memory", "flan-t5-large", 750_251_008, "en"),
+    ("LoRA on flan-t5-xxl, batch 4, one A100 80GB", "t5-v1_1-xxl", 11_003_736_064, "en"),
+    ("用 DeepSeek-R1-Distill-Llama-8B 做 LoRA 微调, 4090, batch 2, 序列长度 4096, 爆显存",
+     "deepseek-r1-distill-llama-8b", 8_030_261_248, "zh"),
+    ("DeepSeek-R1-Distill-Qwen-7B 全参数微调, 8 张 A100 80G, ZeRO-3", "deepseek-r1-distill-qwen-7b", 7_615_616_512, "zh"),
+])
+def test_a_sentence_naming_a_catalog_model_is_estimated_with_its_architecture(sentence, model_id, total_params, lang):
+    reply = C.diagnose(sentence)
+    assert reply["lang"] == lang
+    assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == model_id
+    assert reply["estimate"]["total_params"] == total_params
