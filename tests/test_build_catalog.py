@@ -68,3 +68,24 @@ def test_a_base_copy_stands_for_its_fine_tune_only_when_the_typed_figures_agree(
                                  {"org-distill-1b": TYPED_FINE_TUNE})
     with pytest.raises(ValueError, match="typed figures"):
         build_catalog.check_base(ITEM, {"config": BASE_COPY}, {})
+
+
+TITLED = """\
+Model-7B
+{
+  "hidden_size": 4096,
+  "rope_scaling": {"factor": 8.0}
+}
+
+Model-7B-Instruct
+{"hidden_size": 4096, "vocab_size": 32000}
+"""
+
+
+def test_a_config_pasted_under_the_line_naming_it_is_read_whole_and_only_for_that_exact_line():
+    assert build_catalog._titled_config(TITLED, "Model-7B") == {"hidden_size": 4096, "rope_scaling": {"factor": 8.0}}
+    assert build_catalog._titled_config(TITLED, "Model-7B-Instruct")["vocab_size"] == 32000
+    with pytest.raises(KeyError):
+        build_catalog._titled_config(TITLED + TITLED, "Model-7B")
+    with pytest.raises(KeyError):
+        build_catalog._titled_config("Model-7B\nno config here\n{\"a\": 1}", "Model-7B")
