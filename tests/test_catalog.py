@@ -211,7 +211,7 @@ def test_catalog_is_mostly_generated_from_real_configs():
             "qwen3", "qwen3-moe", "qwen2.5-vl", "qwen3-vl", "gpt-oss", "deepseek-v3", "deepseek-r1", "kimi-k2", "mixtral",
             "mistral", "mistral-nemo", "gemma-2", "gemma-3", "phi-3", "phi-4", "glm-4", "glm-4.5", "chatglm3", "olmo-2",
             "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "flan-t5", "opt", "gpt-2", "gpt-neox", "bloom",
-            "llava", "deepseek-r1-distill"} <= families
+            "llava", "deepseek-r1-distill", "smollm3", "mistral-small"} <= families
     # a fine-tune read from its base model's copy says so where its source is shown
     for s in generated:
         if s.family == "deepseek-r1-distill" and "DeepSeek-R1-Distill" not in s.source:
@@ -350,6 +350,19 @@ def test_flan_t5_names_resolve_to_the_architecture_read_for_them():
     assert (large.layers, large.encoder_layers, large.hidden, large.intermediate, large.heads) == (24, 24, 1024, 2816, 16)
     # transformers 5 ties T5's lm_head to the shared embedding whatever the config says: 783,150,080 - 32,899,072
     assert large.param_count() == 750_251_008
+
+
+def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
+    for name in ("SmolLM3-3B", "HuggingFaceTB/SmolLM3-3B", "SmolLM3-3B-Base", "smollm3"):
+        assert resolve_model(name)[0].id == "smollm3-3b", name
+    smol = MODELS["smollm3-3b"]
+    # untied in no key of its config.json: SmolLM3Config ties by default, as transformers builds it
+    assert smol.tied_embeddings and smol.param_count() == 3_075_098_624
+    assert resolve_model("mistralai/Devstral-Small-2507")[0].id == "devstral-small-2507"
+    assert MODELS["devstral-small-2507"].param_count() == 23_572_403_200
+    # Mistral Small 3.1 itself carries a Pixtral vision tower the catalog does not model: not Devstral's text-only copy
+    for name in ("Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b-instruct-2501", "Devstral-Small-2505"):
+        assert resolve_model(name)[0] is None, name
 
 
 def test_variant_words_after_a_space_are_prose_not_names():

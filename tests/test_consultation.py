@@ -207,6 +207,8 @@ def test_what_the_estimator_took_for_granted_is_shown_in_each_language():
     ("用 DeepSeek-R1-Distill-Llama-8B 做 LoRA 微调, 4090, batch 2, 序列长度 4096, 爆显存",
      "deepseek-r1-distill-llama-8b", 8_030_261_248, "zh"),
     ("DeepSeek-R1-Distill-Qwen-7B 全参数微调, 8 张 A100 80G, ZeRO-3", "deepseek-r1-distill-qwen-7b", 7_615_616_512, "zh"),
+    ("SmolLM3-3B full fine-tuning with batch 4 and seq len 8192 on one 4090", "smollm3-3b", 3_075_098_624, "en"),
+    ("Devstral-Small-2507 QLoRA 微调, 一张 A100 80G, batch 1, 序列 32768", "devstral-small-2507", 23_572_403_200, "zh"),
 ])
 def test_a_sentence_naming_a_catalog_model_is_estimated_with_its_architecture(sentence, model_id, total_params, lang):
     reply = C.diagnose(sentence)
