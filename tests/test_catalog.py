@@ -365,6 +365,18 @@ def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
         assert resolve_model(name)[0] is None, name
 
 
+def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():
+    for name in ("pythia-410m", "EleutherAI/pythia-410m", "EleutherAI/pythia-410m-deduped"):
+        assert resolve_model(name)[0].id == "pythia-410m", name
+    for name in ("pythia-160m", "pythia-1b", "pythia-1.4b", "pythia-2.8b"):  # sizes no copy was found for
+        assert resolve_model(name)[0] is None, name
+    shape = MODELS["pythia-410m"]
+    # 24 layers of 12,596,224 (biased fused QKV, dense, 4x MLP, two LayerNorms), final LayerNorm, untied 50,304-row tables
+    assert shape.param_count() == 24 * 12_596_224 + 2 * 1024 + 2 * 50_304 * 1024 == 405_334_016
+    # the fine-tune saved its weights in fp32 and named a classification head: neither is Pythia-410M's
+    assert {"torch_dtype", "architectures", "pad_token_id"}.isdisjoint(catalog_config("pythia-410m"))
+
+
 def test_variant_words_after_a_space_are_prose_not_names():
     found = find_models_in_text("fine-tuning llama-2-7b with mini-batch 4 and max length 512")
     assert [m.shape.id for m in found] == ["llama-2-7b"]

@@ -208,6 +208,7 @@ def test_what_the_estimator_took_for_granted_is_shown_in_each_language():
      "deepseek-r1-distill-llama-8b", 8_030_261_248, "zh"),
     ("DeepSeek-R1-Distill-Qwen-7B 全参数微调, 8 张 A100 80G, ZeRO-3", "deepseek-r1-distill-qwen-7b", 7_615_616_512, "zh"),
     ("SmolLM3-3B full fine-tuning with batch 4 and seq len 8192 on one 4090", "smollm3-3b", 3_075_098_624, "en"),
+    ("DPO on EleutherAI/pythia-410m, batch 8, seq 1024, T4 16GB: CUDA out of memory", "pythia-410m", 405_334_016, "en"),
     ("Devstral-Small-2507 QLoRA 微调, 一张 A100 80G, batch 1, 序列 32768", "devstral-small-2507", 23_572_403_200, "zh"),
 ])
 def test_a_sentence_naming_a_catalog_model_is_estimated_with_its_architecture(sentence, model_id, total_params, lang):
