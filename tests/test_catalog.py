@@ -344,12 +344,22 @@ def test_flan_t5_names_resolve_to_the_architecture_read_for_them():
         assert resolve_model(name)[0].id == "flan-t5-large", name
     for name in ("flan-t5-xxl", "google/flan-t5-xxl", "FLAN-T5-XXL"):
         assert resolve_model(name)[0].id == "t5-v1_1-xxl", name
-    for name in ("flan-t5-base", "flan-t5-xl", "flan-t5-small"):
+    for name in ("flan-t5-base", "flan-t5-xl", "flan-t5-small", "google/flan-t5-small"):
         assert resolve_model(name)[0] is None, name
     large = MODELS["flan-t5-large"]
     assert (large.layers, large.encoder_layers, large.hidden, large.intermediate, large.heads) == (24, 24, 1024, 2816, 16)
     # transformers 5 ties T5's lm_head to the shared embedding whatever the config says: 783,150,080 - 32,899,072
     assert large.param_count() == 750_251_008
+
+
+def test_t5_small_is_not_its_relatives_of_the_same_size():
+    # t5-small is the original T5 (relu, 6 layers of 512); Flan-T5-Small is T5 v1.1's gated 8 layers, mT5/ByT5 other
+    # vocabularies: a variant word joined in front names another model, in a name and inside a sentence
+    assert resolve_model("t5-small")[0].id == "t5-small"
+    assert MODELS["t5-small"].param_count() == 60_506_624
+    for name in ("flan-t5-small", "mt5-small", "google/mt5-small", "byt5-small", "umt5-small"):
+        assert resolve_model(name)[0] is None, name
+    assert [m.shape.id for m in find_models_in_text("flan-t5-small OOMs, t5-small does not")] == ["t5-small"]
 
 
 def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
