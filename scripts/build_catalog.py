@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
@@ -125,13 +126,29 @@ def _printed_config(text: str, name_or_path: str) -> dict[str, Any]:
     return config
 
 
+def _titled_config(text: str, title: str) -> dict[str, Any]:
+    """A config.json pasted into a text file under a line that names it (``Qwen2.5-14B`` then ``{...}``): the
+    JSON object that follows the one line equal to ``title``, parsed with json (nothing is executed)."""
+    lines = text.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line.strip() == title]
+    if len(at) != 1:
+        raise KeyError(f"not exactly one line {title!r}")
+    start = sum(len(line) for line in lines[:at[0] + 1])
+    if not text[start:].lstrip().startswith("{"):
+        raise KeyError(f"no JSON object right after the line {title!r}")
+    config, _ = json.JSONDecoder().raw_decode(text, text.index("{", start))
+    return config
+
+
 def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None,
-                assigned: str | None = None, printed: str | None = None) -> dict[str, Any]:
+                assigned: str | None = None, printed: str | None = None, titled: str | None = None) -> dict[str, Any]:
     git_dir = mirrors / repo.replace("/", "+") / "repo"
     text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
                           capture_output=True, text=True).stdout
     if printed is not None:
         return _printed_config(text, printed)
+    if titled is not None:
+        return _titled_config(text, titled)
     if assigned is not None:
         return _python_config(text, assigned, preset)
     if preset is None:
@@ -165,7 +182,7 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
     commit = item.get("commit", src["commit"])
     raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
-                      item.get("printed"))
+                      item.get("printed"), item.get("titled"))
     if item.get("model_type"):
         # a table whose dicts the repository hands to one configuration class, so they carry no model_type
         if raw.get("model_type"):
@@ -196,10 +213,14 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
         notes.append(f"{where} in that file (the config's values, written in Python)")
     if item.get("printed"):
         notes.append(f"the config transformers printed for {item['printed']!r}, pasted into that file")
+    if item.get("titled"):
+        notes.append(f"the config.json under the line {item['titled']!r} in that file")
     if item.get("model_type"):
         notes.append(f"model_type {item['model_type']!r} is the configuration class the repository builds it with")
     if item.get("drop"):
         notes.append(f"left out, as this copy edited them: {', '.join(item['drop'])}")
+    if item.get("base"):
+        notes.append(f"read from the config.json of {item['base']}, not from its own")
     if item.get("note"):
         notes.append(item["note"])
     if shape.text_only:
@@ -223,10 +244,32 @@ HEADER = """\
 """
 
 
+# What a base's copy must share with the hand-typed figures of the fine-tune it stands for.
+_SHAPE_METADATA = frozenset({"id", "names", "hf_id", "source", "notes", "family", "size", "source_config"})
+
+
+def check_base(item: dict[str, Any], entry: dict[str, Any], typed: dict[str, dict[str, Any]]) -> None:
+    """An item read from its base model's copy (``base``) stands for a fine-tune whose own config.json was seen
+    but not found in a repository; the figures typed from it (``typed:``, same id) must be the base copy's."""
+    from oomdoctor.catalog.models import _entry_to_shape
+
+    if item["id"] not in typed:
+        raise ValueError(f"{item['id']}: 'base' needs the fine-tune's typed figures (same id under typed:) to check")
+    own = dataclasses.asdict(_entry_to_shape("typed", 0, typed[item["id"]]))
+    read = dataclasses.asdict(from_hf_config(entry["config"], id=item["id"]))
+    differ = {k: (own[k], read[k]) for k in own if k not in _SHAPE_METADATA and own[k] != read[k]}
+    if differ:
+        raise ValueError(f"{item['id']}: {item['base']}'s copy differs from the fine-tune's own config: {differ}")
+
+
 def build(mirrors: Path) -> str:
     data = yaml.safe_load(SOURCES.read_text(encoding="utf-8"))
     sources = data["sources"]
     entries = [entry_for(item, sources, mirrors) for item in data["configs"]]
+    typed_by_id = {e["id"]: e for e in data.get("typed", [])}
+    for item, entry in zip(data["configs"], entries):
+        if item.get("base"):
+            check_base(item, entry, typed_by_id)
     ids = {e["id"] for e in entries}
     typed = [e for e in data.get("typed", []) if e["id"] not in ids]
     body = yaml.safe_dump({"models": entries + typed}, sort_keys=False, allow_unicode=True, width=120)

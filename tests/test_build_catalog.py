@@ -42,3 +42,50 @@ def test_a_name_printed_twice_or_not_at_all_is_refused():
         build_catalog._printed_config(NOTES + NOTES, "org/model-7b")
     with pytest.raises(KeyError):
         build_catalog._printed_config(NOTES, "org/model-70b")
+
+
+TYPED_FINE_TUNE = {
+    "id": "org-distill-1b", "family": "x", "size": "1B", "hf_id": "org/distill-1b", "names": ["distill-1b"],
+    "model_type": "qwen2", "layers": 2, "hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64,
+    "intermediate": 512, "vocab": 1000, "tied_embeddings": False, "attention_bias": True, "o_bias": False,
+    "mlp_bias": False, "norm": "rmsnorm", "max_position": 4096,
+    "source": "https://huggingface.co/org/distill-1b/blob/main/config.json",
+}
+BASE_COPY = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False,
+             "max_position_embeddings": 4096}
+ITEM = {"id": "org-distill-1b", "base": "org/base-1b"}
+
+
+def test_a_base_copy_stands_for_its_fine_tune_only_when_the_typed_figures_agree():
+    build_catalog.check_base(ITEM, {"config": BASE_COPY}, {"org-distill-1b": TYPED_FINE_TUNE})
+    # a base that ties its embeddings (Qwen2.5-1.5B) is not the fine-tune that unties them (R1-Distill-Qwen-1.5B)
+    with pytest.raises(ValueError, match="tied_embeddings"):
+        build_catalog.check_base(ITEM, {"config": {**BASE_COPY, "tie_word_embeddings": True}},
+                                 {"org-distill-1b": TYPED_FINE_TUNE})
+    with pytest.raises(ValueError, match="max_position"):
+        build_catalog.check_base(ITEM, {"config": {**BASE_COPY, "max_position_embeddings": 32768}},
+                                 {"org-distill-1b": TYPED_FINE_TUNE})
+    with pytest.raises(ValueError, match="typed figures"):
+        build_catalog.check_base(ITEM, {"config": BASE_COPY}, {})
+
+
+TITLED = """\
+Model-7B
+{
+  "hidden_size": 4096,
+  "rope_scaling": {"factor": 8.0}
+}
+
+Model-7B-Instruct
+{"hidden_size": 4096, "vocab_size": 32000}
+"""
+
+
+def test_a_config_pasted_under_the_line_naming_it_is_read_whole_and_only_for_that_exact_line():
+    assert build_catalog._titled_config(TITLED, "Model-7B") == {"hidden_size": 4096, "rope_scaling": {"factor": 8.0}}
+    assert build_catalog._titled_config(TITLED, "Model-7B-Instruct")["vocab_size"] == 32000
+    with pytest.raises(KeyError):
+        build_catalog._titled_config(TITLED + TITLED, "Model-7B")
+    with pytest.raises(KeyError):
+        build_catalog._titled_config("Model-7B\nno config here\n{\"a\": 1}", "Model-7B")

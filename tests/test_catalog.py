@@ -210,8 +210,12 @@ def test_catalog_is_mostly_generated_from_real_configs():
     assert {"llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "llama-3.3", "llama-4", "qwen", "qwen2", "qwen2.5",
             "qwen3", "qwen3-moe", "qwen2.5-vl", "qwen3-vl", "gpt-oss", "deepseek-v3", "deepseek-r1", "kimi-k2", "mixtral",
             "mistral", "mistral-nemo", "gemma-2", "gemma-3", "phi-3", "phi-4", "glm-4", "glm-4.5", "chatglm3", "olmo-2",
-            "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "opt", "gpt-2", "gpt-neox", "bloom",
-            "llava"} <= families
+            "smollm2", "falcon", "yi", "baichuan2", "internlm2.5", "t5", "flan-t5", "opt", "gpt-2", "gpt-neox", "bloom",
+            "llava", "deepseek-r1-distill", "smollm3", "mistral-small"} <= families
+    # a fine-tune read from its base model's copy says so where its source is shown
+    for s in generated:
+        if s.family == "deepseek-r1-distill" and "DeepSeek-R1-Distill" not in s.source:
+            assert "not from its own" in s.notes, s.id
     # every architecture the estimate sizes beyond the Llama family is read from a real config.json
     assert {"t5", "opt", "bloom", "falcon", "gpt_neox", "gpt2", "qwen", "chatglm"} <= {s.model_type for s in generated}
 
@@ -317,11 +321,70 @@ def test_a_variant_of_a_catalog_model_is_not_that_model(name):
 
 
 def test_a_bare_family_alias_followed_by_a_size_is_a_sibling():
-    # "BLOOM" is the 176B model; bloom-560m, bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones
+    # "BLOOM" is the 176B model; bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones the catalog lacks
     assert resolve_model("BLOOM")[0].id == "bloom-176b"
-    for name in ("bigscience/bloom-560m", "bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
+    for name in ("bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
         assert resolve_model(name)[0] is None, name
-    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-176b"]
+    assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-560m", "bloom-176b"]
+
+
+def test_bloom_560m_is_its_own_model_not_bloom_176b():
+    # read from the config transformers printed for bigscience/bloom-560m (24 layers of 1024, 250,880 tokens)
+    for name in ("bigscience/bloom-560m", "bloom-560m", "BLOOM 560M", "bloomz-560m"):
+        assert resolve_model(name)[0].id == "bloom-560m", name
+    shape = MODELS["bloom-560m"]
+    assert shape.param_count() == 559_214_592
+    assert (shape.layers, shape.hidden, shape.vocab) == (24, 1024, 250880)
+
+
+def test_flan_t5_names_resolve_to_the_architecture_read_for_them():
+    # flan-t5-large from its own config (saved by transformers 4.33.3, kept in MOMENT's configuration module);
+    # Flan-T5-XXL is T5 v1.1 XXL fine-tuned, so its names resolve to that entry; the sizes in between are not guessed
+    for name in ("flan-t5-large", "google/flan-t5-large", "FLAN-T5-Large"):
+        assert resolve_model(name)[0].id == "flan-t5-large", name
+    for name in ("flan-t5-xxl", "google/flan-t5-xxl", "FLAN-T5-XXL"):
+        assert resolve_model(name)[0].id == "t5-v1_1-xxl", name
+    for name in ("flan-t5-base", "flan-t5-xl", "flan-t5-small", "google/flan-t5-small"):
+        assert resolve_model(name)[0] is None, name
+    large = MODELS["flan-t5-large"]
+    assert (large.layers, large.encoder_layers, large.hidden, large.intermediate, large.heads) == (24, 24, 1024, 2816, 16)
+    # transformers 5 ties T5's lm_head to the shared embedding whatever the config says: 783,150,080 - 32,899,072
+    assert large.param_count() == 750_251_008
+
+
+def test_t5_small_is_not_its_relatives_of_the_same_size():
+    # t5-small is the original T5 (relu, 6 layers of 512); Flan-T5-Small is T5 v1.1's gated 8 layers, mT5/ByT5 other
+    # vocabularies: a variant word joined in front names another model, in a name and inside a sentence
+    assert resolve_model("t5-small")[0].id == "t5-small"
+    assert MODELS["t5-small"].param_count() == 60_506_624
+    for name in ("flan-t5-small", "mt5-small", "google/mt5-small", "byt5-small", "umt5-small"):
+        assert resolve_model(name)[0] is None, name
+    assert [m.shape.id for m in find_models_in_text("flan-t5-small OOMs, t5-small does not")] == ["t5-small"]
+
+
+def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
+    for name in ("SmolLM3-3B", "HuggingFaceTB/SmolLM3-3B", "SmolLM3-3B-Base", "smollm3"):
+        assert resolve_model(name)[0].id == "smollm3-3b", name
+    smol = MODELS["smollm3-3b"]
+    # untied in no key of its config.json: SmolLM3Config ties by default, as transformers builds it
+    assert smol.tied_embeddings and smol.param_count() == 3_075_098_624
+    assert resolve_model("mistralai/Devstral-Small-2507")[0].id == "devstral-small-2507"
+    assert MODELS["devstral-small-2507"].param_count() == 23_572_403_200
+    # Mistral Small 3.1 itself carries a Pixtral vision tower the catalog does not model: not Devstral's text-only copy
+    for name in ("Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b-instruct-2501", "Devstral-Small-2505"):
+        assert resolve_model(name)[0] is None, name
+
+
+def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():
+    for name in ("pythia-410m", "EleutherAI/pythia-410m", "EleutherAI/pythia-410m-deduped"):
+        assert resolve_model(name)[0].id == "pythia-410m", name
+    for name in ("pythia-160m", "pythia-1b", "pythia-1.4b", "pythia-2.8b"):  # sizes no copy was found for
+        assert resolve_model(name)[0] is None, name
+    shape = MODELS["pythia-410m"]
+    # 24 layers of 12,596,224 (biased fused QKV, dense, 4x MLP, two LayerNorms), final LayerNorm, untied 50,304-row tables
+    assert shape.param_count() == 24 * 12_596_224 + 2 * 1024 + 2 * 50_304 * 1024 == 405_334_016
+    # the fine-tune saved its weights in fp32 and named a classification head: neither is Pythia-410M's
+    assert {"torch_dtype", "architectures", "pad_token_id"}.isdisjoint(catalog_config("pythia-410m"))
 
 
 def test_variant_words_after_a_space_are_prose_not_names():

@@ -209,3 +209,22 @@ def test_one_card_full_under_a_device_map_is_the_placement(said):
     top = reply["diagnoses"][0]
     assert top["id"] == "device_map_imbalance" and top["trace"][0]["rule"] == "gpu_device_map_one_card_full"
     assert reply["remedies"][0]["id"] == "max_memory_map"
+
+
+@pytest.mark.parametrize("sentence, model_id, total_params, lang", [
+    # models the catalog gained from config.json copies: the sentence names them, the estimate counts their weights
+    ("bloomz-560m full fine-tuning, batch 8, seq len 1024 on a T4: CUDA out of memory", "bloom-560m", 559_214_592, "en"),
+    ("google/flan-t5-large full fine-tuning, batch 16, V100 16GB, CUDA out of memory", "flan-t5-large", 750_251_008, "en"),
+    ("LoRA on flan-t5-xxl, batch 4, one A100 80GB", "t5-v1_1-xxl", 11_003_736_064, "en"),
+    ("用 DeepSeek-R1-Distill-Llama-8B 做 LoRA 微调, 4090, batch 2, 序列长度 4096, 爆显存",
+     "deepseek-r1-distill-llama-8b", 8_030_261_248, "zh"),
+    ("DeepSeek-R1-Distill-Qwen-7B 全参数微调, 8 张 A100 80G, ZeRO-3", "deepseek-r1-distill-qwen-7b", 7_615_616_512, "zh"),
+    ("SmolLM3-3B full fine-tuning with batch 4 and seq len 8192 on one 4090", "smollm3-3b", 3_075_098_624, "en"),
+    ("DPO on EleutherAI/pythia-410m, batch 8, seq 1024, T4 16GB: CUDA out of memory", "pythia-410m", 405_334_016, "en"),
+    ("Devstral-Small-2507 QLoRA 微调, 一张 A100 80G, batch 1, 序列 32768", "devstral-small-2507", 23_572_403_200, "zh"),
+])
+def test_a_sentence_naming_a_catalog_model_is_estimated_with_its_architecture(sentence, model_id, total_params, lang):
+    reply = C.diagnose(sentence)
+    assert reply["lang"] == lang
+    assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == model_id
+    assert reply["estimate"]["total_params"] == total_params

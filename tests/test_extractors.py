@@ -794,3 +794,13 @@ def test_a_card_sold_in_sizes_far_apart_is_not_given_a_size(text, expected):
 ])
 def test_an_eval_set_size_is_a_count_of_samples_and_whole(text, expected):
     assert facts(sentence, text).get("eval.samples") == expected
+
+
+@pytest.mark.parametrize("text, model_id", [
+    ("model_name_or_path: bigscience/bloomz-560m\nper_device_train_batch_size: 8", "bloom-560m"),
+    ("用 flan-t5-large 做 seq2seq 微调, batch 16, 爆显存", "flan-t5-large"),
+    ("base_model: google/flan-t5-xxl\nadapter: lora", "t5-v1_1-xxl"),
+    ("deepseek r1 distill llama 70b qlora on 2x H100", "deepseek-r1-distill-llama-70b"),
+])
+def test_the_catalog_models_read_from_new_config_copies_are_named_in_text(text, model_id):
+    assert observed(text)["model.name"] == model_id

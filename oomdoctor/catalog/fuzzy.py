@@ -151,6 +151,10 @@ def find_models_in_text(text: str, models: dict[str, ModelShape] | None = None) 
             # "gpt2-large", "GLM-4.5-Air", "bloom-7b1" name a sibling of gpt2 / GLM-4.5 / BLOOM, not the model
             i = after + 1
             continue
+        if i > 0 and toks[i - 1].text in VARIANT_WORDS and text[toks[i - 1].end:start] in ("-", "_", ""):
+            # so do "flan-t5-small", "mt5-small": a variant word joined in front makes another model of t5-small
+            i = after
+            continue
         # extend over trailing noise such as -Instruct / -hf so the reported text is the whole name
         j = i + width
         while j < n and toks[j].text in SUFFIX_NOISE and text[end:toks[j].start] in ("-", "_", "."):

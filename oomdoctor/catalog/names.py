@@ -56,7 +56,10 @@ SIZE_WORDS = frozenset({"small", "medium", "large", "xl", "xxl"})
 # Words that make another model of a family (GLM-4.5-Air, Command R+ "plus", Qwen2.5-VL, Qwen2.5-Coder): a name
 # with one is never read as a catalog model whose aliases lack it, nor the reverse.
 VARIANT_WORDS = SIZE_WORDS | frozenset({"air", "plus", "vl", "vision", "coder", "math", "omni", "audio", "guard",
-                                        "flash", "lite", "turbo", "pro", "max", "nano", "mini", "next"})
+                                        "flash", "lite", "turbo", "pro", "max", "nano", "mini", "next",
+                                        # T5's relatives: Flan-T5 (T5 v1.1's gated feed-forward), mT5/umT5 and ByT5
+                                        # (250k- and byte-vocabularies) are other models than t5-small of one size
+                                        "flan", "mt", "umt", "byt"})
 SIZE_RE = re.compile(r"^(?:\d+x)?\d+(?:\.\d+)?[bm]$|^a\d+(?:\.\d+)?b$")
 VERSION_RE = re.compile(r"^\d+(?:\.\d+)*$")
 
