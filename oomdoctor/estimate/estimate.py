@@ -223,7 +223,10 @@ def estimate(setup: Setup) -> Estimate:
     # logits' gradient in the compute dtype is left beside it (see ``logits``).
     head_peak = head_grads + head_logits
     loss_peak = max(lg.backward, head_peak)
-    layer_peak = (acts.recompute + acts.backward_working) * k / split + layer_back
+    # What ends the recomputation (the MLP product, or down_proj's output) is gone before the gradients flow
+    # through the layer: the recomputed set peaks once with it, and once without it beside the gradients.
+    layer_peak = max(acts.recompute, acts.recompute - acts.recompute_tail + acts.backward_working) * k / split \
+        + layer_back
     if loss_peak >= layer_peak and lg.backward >= head_peak:
         backward = dict(live, activations=kept, logits=lg.backward)
     elif loss_peak >= layer_peak:
