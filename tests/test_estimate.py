@@ -404,3 +404,19 @@ def test_setup_rejects_full_fine_tuning_of_quantised_weights():
         Setup(model=LLAMA3_8B, method="full", load_dtype="nf4")
     with pytest.raises(ValueError):
         Setup(model=LLAMA3_8B, optimizer="adam")
+
+
+def test_lm_heads_half_copy_is_gone_before_the_layers_go_through_backward():
+    """After prepare_model_for_kbit_training lm_head stays fp32 and autocast saves its half copy; lm_head's backward
+    frees it, before any recomputed layer (bench/accuracy/data/qlora.json, gpu_measure --sweep qlora-prep)."""
+    mistral = Shape(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=32000)
+    # Llama-3's 128k vocabulary makes the loss the peak; with Mistral's 32k the recomputed fp32 MLP is
+    for model, layer_peak in ((LLAMA3_8B, False), (mistral, True)):
+        kw = dict(model=model, method="qlora", load_dtype="nf4", precision="bf16", grad_checkpointing=True,
+                  kbit_fp32_upcast=True, seq_len=4096, batch_size=4)
+        copy = 2 * model.vocab * 4096
+        head_fp32 = 2 * model.vocab * 4096 * 2      # embeddings and lm_head at 4 B instead of TRL's 2 B
+        own, trl = estimate(setup(**kw)), estimate(setup(kbit_head_bf16=True, **kw))
+        assert (own.moments["end of forward"] - trl.moments["end of forward"]) * GIB == pytest.approx(head_fp32 + copy)
+        extra = (own.moments["start of backward"] - trl.moments["start of backward"]) * GIB
+        assert extra == pytest.approx(head_fp32 if layer_peak else head_fp32 + copy)

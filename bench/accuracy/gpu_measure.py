@@ -191,6 +191,10 @@ def build(shape: ModelShape, run: Run, device: str, tmp: Path):
                     module.to(torch.bfloat16)
     if run.grad_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": run.reentrant})
+        if run.method in ("lora", "qlora"):
+            # reentrant checkpointing gives the adapters no gradient unless the embedding output needs one (the
+            # Trainer and TRL call this for PEFT models; prepare_model_for_kbit_training does too)
+            model.enable_input_require_grads()
     model.train()
     return model, config.vocab_size
 

@@ -444,6 +444,7 @@ class Activations:
     one_layer: float = 0.0       # what one layer holds: its input under checkpointing, else its saved set
     outside_saved: float = 0.0   # saved outside the layers, less the batch's ids and lm_head's input
     recompute_tail: float = 0.0  # the part of ``recompute`` alive only when the recomputation stops (see below)
+    head_copy: float = 0.0       # the part of ``weight_copies`` that is lm_head's: freed by lm_head's backward
 
 
 def _sum(items: list[Item]) -> float:
@@ -556,12 +557,13 @@ def activations(setup: Setup, rows: int) -> Activations:
         if setup.load_dtype != "int8":
             transient = max(transient, dequant)
         lines.append(line("activations.dequantised", widest=widest, bytes=per_element, gib=dequant / GIB))
-    copies = 0.0
+    copies = head_copy = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:
         linear_w = sum(b.weights for b in ctx.blocks)
         held = linear_w * share
         copies = ctx.p * (held + d.vocab * d.hidden)
+        head_copy = ctx.p * d.vocab * d.hidden
         lines.append(line("activations.weight_copies", bytes=ctx.p, count=held + d.vocab * d.hidden))
     first_in = [b for b in ctx.blocks if b.role == anatomy.ATTN_IN] if not (
         ctx.first_input_grad or setup.grad_checkpointing) else []
@@ -573,6 +575,7 @@ def activations(setup: Setup, rows: int) -> Activations:
         # prepare_model_for_kbit_training leaves lm_head fp32 (bitsandbytes skips it); autocast multiplies by its
         # half copy and saves it, since lm_head's input needs a gradient (measured on CPU, ``qlora`` cases)
         copies += ctx.p * d.vocab * d.hidden
+        head_copy = ctx.p * d.vocab * d.hidden
         lines.append(line("activations.kbit_head_copy", bytes=ctx.p, count=d.vocab * d.hidden))
     if ctx.autocast and ctx.adapter == 4 and ctx.p == 2 and setup.adapters:
         r = setup.lora_rank
@@ -592,7 +595,7 @@ def activations(setup: Setup, rows: int) -> Activations:
     head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
     outside = T * max(model_b - 32 - head_in, 0.0) + beside
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
-                       outside, recompute_tail)
+                       outside, recompute_tail, head_copy)
 
 
 # The groups of a layer's saved tensors, as the derivation names them.
