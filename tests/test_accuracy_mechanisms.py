@@ -140,3 +140,90 @@ def test_re_measured_on_cpu_where_torch_is_installed():
         result = mm.RUNNERS[kind](case)
         recorded = next(c for c in DATA["cases"] if c["name"] == case["name"])
         assert result["measured"] == recorded["measured"], case["name"]
+
+
+QLORA = json.loads((BENCH / "data" / "qlora.json").read_text())
+
+
+def _qlora_cases(kind: str) -> list[dict]:
+    found = [c for c in QLORA["cases"] if c["kind"] == kind]
+    assert found, kind
+    return found
+
+
+def _qlora_setup(case: dict):
+    import measure_mechanisms as mm
+
+    return mm.qlora_setup(dict(case, cell=Cell.from_dict(case["cell"])))
+
+
+@pytest.mark.parametrize("case", [c for c in _qlora_cases("qlora") if "per_layer" in c["measured"]],
+                         ids=lambda c: c["name"])
+def test_a_quantised_layer_saves_what_bitsandbytes_and_peft_save(case):
+    """After prepare_model_for_kbit_training the norms are fp32, bitsandbytes returns its input's dtype, and the
+    MLP's gate, up and SiLU outputs are saved in fp32; lm_head, left fp32, is multiplied by a saved half copy."""
+    setup = _qlora_setup(case)
+    cell = Cell.from_dict(case["cell"])
+    acts = activations(setup, cell.batch)
+    m = case["measured"]
+    assert acts.per_layer == pytest.approx(m["per_layer"], rel=0.01)
+    adapters = sum(ln.params["bytes"] * ln.params["count"] for ln in acts.lines
+                   if ln.key.endswith("activations.adapter_copies"))
+    assert acts.weight_copies - adapters == m["lm_head_copy"]
+    plain = activations(replace(setup, kbit_fp32_upcast=False, kbit_head_bf16=False), cell.batch)
+    if setup.kbit_fp32_upcast:
+        d = anatomy.dims(setup.model)
+        # the three fp32 MLP tensors are what the upcast adds inside a layer (2 B more per value each)
+        assert m["per_layer"] - next(c for c in _qlora_cases("qlora") if c["name"] == "qlora/none/b2s64")[
+            "measured"]["per_layer"] == pytest.approx(3 * 2 * d.intermediate, rel=0.01)
+        assert acts.per_layer > plain.per_layer
+
+
+@pytest.mark.parametrize("case", [c for c in _qlora_cases("qlora") if "backward_rise" in c["measured"]],
+                         ids=lambda c: c["name"])
+def test_the_recomputed_quantised_layer_peaks_as_measured(case):
+    """Checkpointing, reentrant or not: the recomputed layer's saved set with the MLP's gradients, without the
+    tensor that ended the recomputation and without the dequantised weight (gone by then)."""
+    setup = _qlora_setup(case)
+    acts = activations(setup, Cell.from_dict(case["cell"]).batch)
+    peak = max(acts.recompute, acts.recompute - acts.recompute_tail + acts.backward_working)
+    m = case["measured"]["backward_rise"]
+    assert m <= peak <= 1.12 * m
+    assert acts.recompute + acts.backward_working > 1.15 * m      # the sum of both, as counted before, is not
+
+
+@pytest.mark.parametrize("case", _qlora_cases("moe_loop"), ids=lambda c: c["name"])
+def test_looped_experts_run_backward_one_expert_at_a_time(case):
+    share = 3 * 4 * case["intermediate"] * case["tokens"] * case["top_k"] / case["experts"]
+    m = case["measured"]["backward_rise"]
+    assert m == pytest.approx(share, rel=0.05)
+    assert m < 2 * share < case["experts"] * share
+
+
+def test_unfused_experts_count_one_experts_gradients():
+    """transformers 4's looped experts go through backward one at a time; transformers 5's grouped GEMM at once."""
+    from oomdoctor.catalog import get_model
+    from oomdoctor.estimate import Setup
+
+    kw = dict(method="lora", load_dtype="bf16", precision="bf16", batch_size=2, seq_len=4096, grad_checkpointing=True,
+              attention="flash", packing=True)
+    mixtral = get_model("mixtral-8x7b")
+    looped = activations(Setup(model=mixtral.replace(experts_fused=False), **kw), 2)
+    grouped = activations(Setup(model=mixtral, **kw), 2)
+    d = anatomy.dims(mixtral)
+    tokens, p = 2 * 4096, 2
+    attention = p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
+    one_expert = 3 * p * d.moe_intermediate * d.experts_active / d.experts
+    assert looped.backward_working == pytest.approx(tokens * (2 * p * d.hidden + max(one_expert, attention)))
+    assert grouped.backward_working == pytest.approx(
+        tokens * (2 * p * d.hidden + 3 * p * d.moe_intermediate * d.experts_active))
+
+
+def test_re_measured_where_bitsandbytes_is_installed():
+    pytest.importorskip("bitsandbytes", reason="bitsandbytes is not a test dependency; its CPU backend runs these")
+    import measure_mechanisms as mm
+
+    case = next(c for c in mm.QLORA_CASES if c["name"] == "qlora/kbit/b2s64")
+    result = mm.run_qlora(case)
+    recorded = next(c for c in QLORA["cases"] if c["name"] == case["name"])
+    assert result["measured"] == recorded["measured"]

@@ -20,6 +20,11 @@ measured.
 CPU, the tensor-level peak from ``instrument.Tracker`` in place of
 ``max_memory_allocated``, no QLoRA, and nothing written unless ``--name`` is given.
 
+``--sweep qlora-prep`` runs fms-acceleration's single-GPU QLoRA set-up (Mistral-7B,
+4 × 4096 tokens) with the base prepared three ways: no upcast, peft's
+``prepare_model_for_kbit_training``, and that followed by TRL 0.11's bf16 head
+(``qlora_prep_runs``).
+
 ``--sweep qlora-context`` runs the QLoRA long-context cases instead (issue #13):
 one row of 1k to 32k tokens (``--model llama-2-7b`` is the published sweeps'
 model), LoRA r16 on every linear layer, gradient checkpointing reentrant (the
@@ -36,6 +41,7 @@ Usage::
 
     python bench/accuracy/gpu_measure.py [--model qwen2.5-0.5b] [--name h200] [--steps 3] [--only lora]
     python bench/accuracy/gpu_measure.py --sweep qlora-context --model llama-2-7b --steps 2
+    python bench/accuracy/gpu_measure.py --sweep qlora-prep --model mistral-7b-v0.1 --steps 3
     python bench/accuracy/gpu_measure.py --dry-run [--sweep qlora-context]
 """
 from __future__ import annotations
@@ -75,12 +81,15 @@ class Run:
     lora_targets: tuple[str, ...] = ("all-linear",)
     eval_steps: int = 0         # > 0: an evaluation that keeps every step's logits (compute_metrics), no training
     reentrant: bool = False     # gradient checkpointing's use_reentrant (transformers 4.x defaulted to True)
+    prep: str = "kbit"          # QLoRA: none | kbit (peft's fp32 upcast) | kbit+trl (then TRL 0.11's bf16 head)
+    lora_dropout: float = 0.05
 
     @property
     def name(self) -> str:
         return (f"{self.method}/{self.load_dtype}/{self.attention}/b{self.batch}s{self.seq}"
                 + ("/gc" if self.grad_checkpointing else "") + ("-reentrant" if self.reentrant else "")
-                + (f"/eval{self.eval_steps}" if self.eval_steps else ""))
+                + (f"/eval{self.eval_steps}" if self.eval_steps else "")
+                + (f"/{self.prep}" if self.method == "qlora" and self.prep != "kbit" else ""))
 
 
 def runs(dry: bool) -> list[Run]:
@@ -102,7 +111,18 @@ def qlora_context_runs(dry: bool) -> list[Run]:
     return [Run("qlora", "nf4", 1, n, True, reentrant=reentrant) for n in lengths for reentrant in (False, True)]
 
 
-SWEEPS = {"qlora-context": qlora_context_runs}
+def qlora_prep_runs(dry: bool) -> list[Run]:
+    """fms-acceleration's single-GPU QLoRA rows (published.yaml) at one row: LoRA r16 on q, k, v, o with dropout
+    0.1, reentrant checkpointing, prepared three ways.  What they settle on a GPU: that the MLP's saved tensors are
+    fp32 after the upcast (bitsandbytes' CUDA path returns its input's dtype as the CPU path does), that the
+    recomputed layer peaks as ``bench/accuracy/data/qlora.json`` measured on CPU, and how much the caching
+    allocator reserves beyond the allocated peak (the nvidia-smi rows are 10-12 % above the estimate)."""
+    seq = 256 if dry else 4096
+    return [Run("qlora", "nf4", 1 if dry else 4, seq, True, lora_targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+                reentrant=True, prep=prep, lora_dropout=0.1) for prep in ("none", "kbit", "kbit+trl")]
+
+
+SWEEPS = {"qlora-context": qlora_context_runs, "qlora-prep": qlora_prep_runs}
 
 
 def setup_for(shape: ModelShape, run: Run) -> Setup:
@@ -111,8 +131,9 @@ def setup_for(shape: ModelShape, run: Run) -> Setup:
     return Setup(model=shape, method=run.method, load_dtype=run.load_dtype, precision="bf16",
                  optimizer="adamw", batch_size=run.batch, seq_len=run.seq,
                  grad_checkpointing=run.grad_checkpointing, attention=run.attention, lora_rank=run.lora_rank,
-                 lora_targets=run.lora_targets, lora_dropout=0.05, packing=True,
-                 kbit_fp32_upcast=run.method == "qlora", **evaluation)
+                 lora_targets=run.lora_targets, lora_dropout=run.lora_dropout, packing=True,
+                 kbit_fp32_upcast=run.method == "qlora" and run.prep != "none",
+                 kbit_head_bf16=run.method == "qlora" and run.prep == "kbit+trl", **evaluation)
 
 
 def versions() -> dict[str, str]:
@@ -156,14 +177,24 @@ def build(shape: ModelShape, run: Run, device: str, tmp: Path):
                                                                   attn_implementation=run.attention)
     if run.method in ("lora", "qlora"):
         import peft
-        if run.method == "qlora":
+        if run.method == "qlora" and run.prep != "none":
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=run.grad_checkpointing)
         targets = "all-linear" if run.lora_targets == ("all-linear",) else list(run.lora_targets)
         model = peft.get_peft_model(model, peft.LoraConfig(r=run.lora_rank, lora_alpha=2 * run.lora_rank,
-                                                           lora_dropout=0.05, target_modules=targets,
+                                                           lora_dropout=run.lora_dropout, target_modules=targets,
                                                            task_type="CAUSAL_LM"))
+        if run.method == "qlora" and run.prep == "kbit+trl":
+            # TRL 0.11's SFTTrainer with bf16=True (trl/trainer/utils.py, peft_module_casting_to_bf16)
+            for name, module in model.named_modules():
+                if any(x in name for x in ("lm_head", "embed_tokens")) and hasattr(module, "weight") \
+                        and module.weight.dtype == torch.float32:
+                    module.to(torch.bfloat16)
     if run.grad_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": run.reentrant})
+        if run.method in ("lora", "qlora"):
+            # reentrant checkpointing gives the adapters no gradient unless the embedding output needs one (the
+            # Trainer and TRL call this for PEFT models; prepare_model_for_kbit_training does too)
+            model.enable_input_require_grads()
     model.train()
     return model, config.vocab_size
 

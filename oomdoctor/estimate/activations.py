@@ -87,6 +87,7 @@ from dataclasses import dataclass, field, replace
 from . import anatomy, mla
 from .derivation import Line, line
 from .dtypes import FLOAT_BYTES, GIB
+from .adapters import as_loaded
 from .experts import Wrapped, merged_line, wrapped
 from .setup import Setup
 from .trainable import EMBEDDING_NAMES, adapter_bytes
@@ -119,6 +120,16 @@ class Context:
     compiled: bool = False          # torch.compile'd layers: inductor recomputes the norms' upcast and SiLU
     fused_head: bool = False        # a fused loss (Liger, Cut Cross-Entropy) calls lm_head itself (see ``logits``)
     wrapped: Wrapped = Wrapped()    # LoRA on fused expert weights (peft ParamWrapper; see ``experts``)
+    mlp_out: int = 0                # dtype of the dense MLP's gate/up/SiLU outputs and product (0: ``p``)
+    expert_out: int = 0             # the same for the routed experts (0: ``p``)
+
+    @property
+    def mlp_p(self) -> int:
+        return self.mlp_out or self.p
+
+    @property
+    def expert_p(self) -> int:
+        return self.expert_out or self.p
 
     @property
     def full_layers(self) -> bool:
@@ -173,7 +184,29 @@ def context(setup: Setup) -> Context:
         router_trainable=router_trainable, first_input_grad=first_input_grad, liger=setup.liger_kernels,
         compiled=setup.compiled,
         fused_head=setup.loss in ("fused_linear", "cce"), wrapped=wrapped(setup),
+        mlp_out=quantized_output(setup, pr, expert=False), expert_out=quantized_output(setup, pr, expert=True),
     )
+
+
+def quantized_output(setup: Setup, pr: int, expert: bool) -> int:
+    """Bytes per value of what a bitsandbytes-quantised MLP projection returns, or 0 for the compute dtype.
+
+    ``bnb.nn.Linear4bit.forward`` (bitsandbytes 0.43 to 0.50) casts its input to the compute dtype, multiplies,
+    and returns ``out.to(inp_dtype)``: the dtype it was handed.  After peft's ``prepare_model_for_kbit_training``
+    the norms are fp32 (TRL's ``peft_module_casting_to_bf16`` keeps them so), so a norm's output, and with it
+    gate_proj's and up_proj's outputs, SiLU's and the product, are fp32 under autocast too: ``4·I`` each where
+    plain LoRA keeps ``2·I``.  Attention is not affected: SDPA and flash-attention cast q, k and v to the
+    compute dtype and save those.  Measured on CPU with bitsandbytes' CPU backend
+    (``bench/accuracy/measure_mechanisms.py``, ``qlora_upcast`` cases).  MLP_IN linears only when bitsandbytes
+    quantised them: not transformers 5's fused 3-D experts.  LLM.int8's ``Linear8bitLt`` casts back the same way.
+    """
+    if not (setup.quantized and pr == 4):
+        return 0
+    if expert:
+        loaded = as_loaded(setup.model, True)
+        if getattr(loaded, "experts_fused", True):
+            return 0
+    return 4
 
 
 def _consumers(ctx: Context, role: str, expert: bool) -> list[tuple[str, bool, bool, float]]:
@@ -325,7 +358,7 @@ def attention_per_position(ctx: Context) -> float:
 
 
 def _swiglu(ctx: Context, width: int, expert: bool, label: str) -> list[Item]:
-    p = ctx.p
+    p = ctx.expert_p if expert else ctx.mlp_p
     if (ctx.liger or ctx.compiled) and not expert:
         # LigerSiLUMulFunction saves the gate and up outputs and recomputes SiLU in backward (ops/swiglu.py);
         # inductor's partitioner makes the same cut in a compiled layer.
@@ -356,7 +389,8 @@ def mlp_items(ctx: Context, moe: bool) -> list[Item]:
     items += [(g, f"{k} experts × {name}", k * b) for g, name, b in expert_in]
     items += [(g, f"{k} experts × {name}", k * b) for g, name, b in _swiglu(ctx, d.moe_intermediate, True, "expert")]
     # The routing weights need a gradient whenever the layer's input does, so their multiply keeps the output.
-    items.append(("MLP", f"{k} experts × output kept for the routing weights' gradient", k * ctx.p * d.hidden))
+    items.append(("MLP", f"{k} experts × output kept for the routing weights' gradient",
+                  k * ctx.expert_p * d.hidden))
     if d.shared_intermediate:
         items += _swiglu(ctx, d.shared_intermediate, False, "shared expert")
     return items + post
@@ -409,6 +443,8 @@ class Activations:
     in_layers: float = 0.0       # the part of ``kept`` held by the trained layers (what offloading moves)
     one_layer: float = 0.0       # what one layer holds: its input under checkpointing, else its saved set
     outside_saved: float = 0.0   # saved outside the layers, less the batch's ids and lm_head's input
+    recompute_tail: float = 0.0  # the part of ``recompute`` alive only when the recomputation stops (see below)
+    head_copy: float = 0.0       # the part of ``weight_copies`` that is lm_head's: freed by lm_head's backward
 
 
 def _sum(items: list[Item]) -> float:
@@ -452,15 +488,17 @@ def activations(setup: Setup, rows: int) -> Activations:
         mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
         down_saves = any(b.role == anatomy.MLP_OUT and (ctx.full_layers or b.name in ctx.targets)
                          for b in ctx.blocks)
-        tail = ctx.p * (d.hidden if down_saves else mlp_width)
+        tail_p = ctx.expert_p if d.experts else ctx.mlp_p       # a quantised down_proj returns its input's dtype
+        tail = tail_p * (d.hidden if down_saves else mlp_width)
         as_is = ctx.pr * d.hidden if _norm_as_is(ctx) else (4 * d.hidden if ctx.pr == 4 else 0)
         recompute = T * (one_layer - as_is + tail)
+        recompute_tail = T * tail
         lines.append(line("activations.checkpointed", layers=ctx.trained_layers, tokens=T,
                           input=ctx.pr * d.hidden, layer=one_layer, summary=summary))
     else:
         first = first_layer_unsaved(ctx, s)
         kept = T * (layers_b - first + model_b)
-        recompute = 0.0
+        recompute = recompute_tail = 0.0
         lines.append(line("activations.kept", layers=ctx.trained_layers, tokens=T, layer=one_layer,
                           summary=summary, outside=model_b,
                           first=line("activations.first_layer", bytes=first) if first else ""))
@@ -499,30 +537,46 @@ def activations(setup: Setup, rows: int) -> Activations:
         transient = max(transient, merged)    # each layer's forward merges its expert stacks again, then drops them
     mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
     attn_bwd = (8 * d.heads * s) if ctx.attention == "eager" else ctx.p * (d.q_dim + 2 * d.kv_dim) + 4 * d.q_dim
-    working = T * (2 * ctx.pr * d.hidden + max(3 * ctx.p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
+    mlp_grad_p = ctx.expert_p if d.experts else ctx.mlp_p     # gradients come in the dtype of their tensors
+    if d.experts and not getattr(as_loaded(setup.model, setup.quantized), "experts_fused", True):
+        # one nn.Linear MLP per expert (transformers 4's MixtralSparseMoeBlock.forward loops over the experts and
+        # index_adds each one's output): backward runs one expert at a time, over its share of the routed tokens
+        mlp_width = mlp_width / d.experts
+    working = T * (2 * ctx.pr * d.hidden + max(3 * mlp_grad_p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
     if setup.quantized:
         # bitsandbytes multiplies by a dequantised copy of the whole weight (MatMul4Bit.forward and .backward:
         # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.
-        # One at a time, the largest one bounds it; a 16-bit copy is cast again for a fp32 input.
+        # One at a time, the largest one bounds it; a 16-bit copy is cast again for a fp32 input.  In backward it
+        # lives inside one projection's backward (its input gradient in the compute dtype, cast back to the
+        # input's dtype), not while the MLP's three gradients are alive (measured on CPU, ``qlora_upcast``).
         widest = max((b.d_in * b.d_out for b in ctx.blocks), default=0)
         per_element = ctx.p + (2 if ctx.p == 4 else 0)
         dequant = widest * per_element
-        working += dequant
+        cast_back = mlp_grad_p if mlp_grad_p != ctx.p else 0
+        working = max(working, T * (2 * ctx.pr * d.hidden + (ctx.p + cast_back) * mlp_width) + dequant)
         if setup.load_dtype != "int8":
             transient = max(transient, dequant)
         lines.append(line("activations.dequantised", widest=widest, bytes=per_element, gib=dequant / GIB))
-    copies = 0.0
+    copies = head_copy = 0.0
     share = frac if not setup.grad_checkpointing else 1 / d.layers   # under checkpointing: the recomputed layer
     if ctx.weights_fp32 and ctx.autocast:
         linear_w = sum(b.weights for b in ctx.blocks)
         held = linear_w * share
         copies = ctx.p * (held + d.vocab * d.hidden)
+        head_copy = ctx.p * d.vocab * d.hidden
         lines.append(line("activations.weight_copies", bytes=ctx.p, count=held + d.vocab * d.hidden))
     first_in = [b for b in ctx.blocks if b.role == anatomy.ATTN_IN] if not (
         ctx.first_input_grad or setup.grad_checkpointing) else []
     if copies and first_in:
         # the first layer's q/k/v projections read an input that needs no gradient: nothing saves their copies
         copies -= ctx.p * sum(b.weights / b.count * (b.count / d.layers) for b in first_in)
+    if setup.quantized and setup.kbit_fp32_upcast and not setup.kbit_head_bf16 and ctx.autocast and ctx.p == 2 \
+            and not ctx.fused_head:
+        # prepare_model_for_kbit_training leaves lm_head fp32 (bitsandbytes skips it); autocast multiplies by its
+        # half copy and saves it, since lm_head's input needs a gradient (measured on CPU, ``qlora`` cases)
+        copies += ctx.p * d.vocab * d.hidden
+        head_copy = ctx.p * d.vocab * d.hidden
+        lines.append(line("activations.kbit_head_copy", bytes=ctx.p, count=d.vocab * d.hidden))
     if ctx.autocast and ctx.adapter == 4 and ctx.p == 2 and setup.adapters:
         r = setup.lora_rank
         adapter_w = sum(r * (b.d_in + b.d_out) * b.count for b in ctx.blocks if b.name in ctx.targets) * share
@@ -541,7 +595,7 @@ def activations(setup: Setup, rows: int) -> Activations:
     head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
     outside = T * max(model_b - 32 - head_in, 0.0) + beside
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
-                       outside)
+                       outside, recompute_tail, head_copy)
 
 
 # The groups of a layer's saved tensors, as the derivation names them.

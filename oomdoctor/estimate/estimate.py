@@ -223,13 +223,18 @@ def estimate(setup: Setup) -> Estimate:
     # logits' gradient in the compute dtype is left beside it (see ``logits``).
     head_peak = head_grads + head_logits
     loss_peak = max(lg.backward, head_peak)
-    layer_peak = (acts.recompute + acts.backward_working) * k / split + layer_back
-    if loss_peak >= layer_peak and lg.backward >= head_peak:
+    # What ends the recomputation (the MLP product, or down_proj's output) is gone before the gradients flow
+    # through the layer: the recomputed set peaks once with it, and once without it beside the gradients.
+    layer_peak = max(acts.recompute, acts.recompute - acts.recompute_tail + acts.backward_working) * k / split \
+        + layer_back
+    # lm_head's half copy (autocast over a fp32 lm_head) is freed by lm_head's backward, before any layer's
+    head_copy = acts.head_copy / split
+    if loss_peak + head_copy >= layer_peak and lg.backward >= head_peak:
         backward = dict(live, activations=kept, logits=lg.backward)
-    elif loss_peak >= layer_peak:
+    elif loss_peak + head_copy >= layer_peak:
         backward = dict(live, gradients=live["gradients"] + head_grads, activations=kept, logits=head_logits)
     else:
-        backward = dict(live, activations=kept + layer_peak, logits=0.0)
+        backward = dict(live, weights=live["weights"] - head_copy, activations=kept + layer_peak, logits=0.0)
     # The last layer's attention transient and the loss's working set come one after the other.
     transient = acts.forward_transient * k / split + f8.forward / split
     if setup.context_parallel > 1:

@@ -70,6 +70,7 @@ class Setup:
     adapter_fp32: bool = True           # peft `autocast_adapter_dtype=True` (default since 0.12)
     double_quant: bool = True           # QLoRA recipe; transformers' BitsAndBytesConfig defaults to False
     kbit_fp32_upcast: bool = False      # peft `prepare_model_for_kbit_training` upcasts non-quantised params
+    kbit_head_bf16: bool = False        # ... and TRL up to 0.25 (bf16=True) casts embeddings and lm_head back to bf16
     eval_batch_size: int | None = None
     # Evaluation and generation beside training (see ``evaluation``).
     eval_samples: int | None = None             # examples in the evaluation set, all ranks together

@@ -58,6 +58,14 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
         qb, n, how = quantized_bytes(setup)
         rest = total - n
         base = qb + rest * fb
+        if setup.kbit_fp32_upcast and setup.kbit_head_bf16:
+            # TRL's SFTTrainer (up to 0.25) with bf16=True, after prepare_model_for_kbit_training, casts
+            # embed_tokens and lm_head back to bf16 and keeps the norms fp32 (trl/trainer/utils.py,
+            # peft_module_casting_to_bf16)
+            d = anatomy.dims(shape)
+            head = d.vocab * d.hidden * (1 if d.tied else 2)
+            base -= head * (fb - 2)
+            lines.append(line("weights.kbit_head_bf16", count=count(head), gib=head * (fb - 2) / GIB))
         lines.append(line("weights.quantized", how=how, gib=qb / GIB, rest=count(rest), bytes=fb,
                           rest_gib=rest * fb / GIB))
         loaded = as_loaded(shape, True)
