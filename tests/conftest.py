@@ -95,7 +95,7 @@ class LiveServer:
                     if resp.status == 200:
                         return self
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.05)
         raise RuntimeError(f"gunicorn did not answer within {deadline}s:\n{self.output()}")
 
     def output(self) -> str:
