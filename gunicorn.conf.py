@@ -1,4 +1,5 @@
 """gunicorn settings; every value can be overridden from the environment."""
+import gc
 import multiprocessing
 import os
 import re
@@ -70,9 +71,25 @@ logconfig_dict = {
     },
     "root": {"level": "WARNING", "handlers": ["stderr"]},
 }
+# gunicorn 24+ opens a control socket at one path per user ($HOME/.gunicorn/gunicorn.ctl): two instances on
+# one host (the scaled shape, and the tests' servers) would take it from each other, and a master stopping
+# waits up to 4 s for it. Nothing here uses it; older gunicorn ignores the name.
+control_socket_disable = True
 # Load the knowledge base once in the master; workers fork with it. A database that cannot be
 # used stops the master here, before any worker starts, with the reason in one line.
 preload_app = True
+
+
+def pre_fork(server, worker):
+    # The preloaded app is shared with the workers until a page is written to. The collector writes to
+    # every object it visits, so without this each worker copies the whole heap, on its first full
+    # collection and again at exit (seconds of CPU per worker); frozen objects are never visited.
+    gc.freeze()
+
+
+def on_exit(server):
+    # The master's heap is freed with the process: a last collection over it only delays the exit.
+    gc.freeze()
 
 
 # ---------------------------------------------------------------- the watchdog of each worker

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from . import yaml_safe
 from .engine import ConclusionKind, Rule, RuleSyntaxError, Vocabulary, load_rules
 from .schema import Field, KnowledgeError, check_entry, check_ref, check_value, suggest
 
@@ -162,7 +163,7 @@ class KnowledgeBase:
 
 def _read(path: Path, top: str) -> Any:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml_safe.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise KnowledgeError(f"{path.name}: file is missing") from None
     except yaml.YAMLError as exc:

@@ -14,9 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+# Test modules that need torch (they call `require` as they are imported); scheduled early, see below.
+NEEDS_TORCH: set[str] = set()
+
+
 def require(module: str):
     """Import a heavy test dependency (torch, transformers, peft): skip without it, except in
     CI, where `make test` installs bench/accuracy/requirements.txt and a skip would hide a gap."""
+    NEEDS_TORCH.add(sys._getframe(1).f_globals.get("__name__", ""))
     try:
         return pytest.importorskip(module)
     except pytest.skip.Exception as exc:
@@ -95,7 +100,7 @@ class LiveServer:
                     if resp.status == 200:
                         return self
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.05)
         raise RuntimeError(f"gunicorn did not answer within {deadline}s:\n{self.output()}")
 
     def output(self) -> str:
@@ -143,3 +148,46 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+
+
+# ---------------------------------------------------------------- the order the workers take the tests in
+# `make test` runs the suite on every core (pytest-xdist). Each module goes to one worker whole, which computes its
+# shared fixtures and cached runs (a module's server, the conversation scripts, the corpus) once instead of once
+# per worker; the modules of long tests that each start their own servers are dealt out test by test instead.
+# The long ones go first, so that no core is left idle at the end while another finishes one of them.
+DEALT_ONE_BY_ONE = {"test_concurrency", "test_two_hosts", "test_server", "test_adversarial_time"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist") != "load":  # another mode asked for by name: that one
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if Path(module).stem in DEALT_ONE_BY_ONE else module
+
+    config.option.loadscopereorder = False  # the order below, not the largest module first
+    return ByModule(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def module(item: pytest.Item) -> str:
+        return item.module.__name__ if isinstance(item, pytest.Function) else ""
+
+    slow = {module(item) for item in items if item.get_closest_marker("server") or item.get_closest_marker("browser")}
+    slow |= NEEDS_TORCH
+    size: dict[str, int] = {}
+    for item in items:
+        size[module(item)] = size.get(module(item), 0) + 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = module(item)
+        if name.rpartition(".")[2] in DEALT_ONE_BY_ONE:
+            return (0, 0)
+        return (1, 0) if name in slow else (2, -size[name])
+
+    items.sort(key=rank)  # stable: within a module, the collection's order

@@ -49,6 +49,25 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    """One gunicorn for the module: every test opens a fresh browser context and starts its own consultation,
+    so none sees another's state, and a server started per test cost each one a start and a stop."""
+    from conftest import LiveServer
+
+    server = LiveServer(tmp_path_factory.mktemp("page")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _server_output_on_failure(request):
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed and "live_server" in request.fixturenames:
+        print("---- gunicorn output ----\n" + request.getfixturevalue("live_server").output())
+
+
 def _page(browser, js: bool, locale: str = "en-US"):
     context = browser.new_context(java_script_enabled=js, locale=locale, viewport={"width": 1000, "height": 900})
     page = context.new_page()

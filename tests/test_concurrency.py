@@ -94,12 +94,22 @@ class Client:
             time.sleep(pause)
 
 
+# Turns already computed here, by the messages that led to them: (the state after them, as stored, and the
+# reply). `take_turn` is pure, so a consultation checked again (after a restart, with one more turn) computes
+# only its new turns.
+_REPLAYED: dict[tuple[str, ...], tuple[str, str]] = {}
+
+
 def replay(transcript: list[dict]) -> list[dict]:
     """The replies the transcript's messages should have had, computed here in order."""
-    consultant, state, replies = default(), State(), []
+    consultant, state, replies, messages = default(), json.dumps(State().to_dict()), [], ()
     for entry in transcript:
-        state, reply = consultant.take_turn(State.from_dict(json.loads(json.dumps(state.to_dict()))), entry["message"])
-        replies.append(json.loads(json.dumps(reply)))
+        messages += (entry["message"],)
+        if messages not in _REPLAYED:
+            after, reply = consultant.take_turn(State.from_dict(json.loads(state)), entry["message"])
+            _REPLAYED[messages] = (json.dumps(after.to_dict()), json.dumps(reply))
+        state, reply = _REPLAYED[messages]
+        replies.append(json.loads(reply))
     return replies
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 from Crypto.Cipher import AES
-from lark_oapi.core.utils import AESCipher
 
 from oomdoctor.channels.lark import conversation, verify
 from oomdoctor.storage import Store
@@ -179,6 +178,8 @@ def record(app, cid: str) -> dict:
 # --- the protection ------------------------------------------------------------------
 
 def test_the_cipher_decrypts_larks_published_example():
+    from lark_oapi.core.utils import AESCipher  # here: the SDK takes seconds to import, in every test worker
+
     # The example in Lark's guide to the Encrypt Key: "test key" and this ciphertext give "hello world".
     assert AESCipher("test key").decrypt_str("P37w+VZImNgPEO1RBhJ6RtKl7n6zymIbEG1pReEzghk=") == "hello world"
     # And what these tests encrypt, the SDK's cipher (which the service uses) reads back.

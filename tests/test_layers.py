@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "oomdoctor"
 # Lower layers first. A module's layer is the first entry (dotted, after "oomdoctor.") it is or is under;
 # an entry ending in "=" names that module alone, not the ones under it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("reading YAML", ("yaml_safe",)),
     ("engine (knows no domain)", ("engine",)),
     ("foundation", ("=", "config", "schema", "templating", "language", "redaction", "knowledge")),
     ("facts and the estimator", ("catalog", "extractors", "observation", "estimate")),

@@ -125,11 +125,12 @@ def test_stdio_with_an_unusable_database_says_so(tmp_path):
 
 # --- streamable HTTP ----------------------------------------------------------------------
 
-@pytest.fixture
-def token_server(tmp_path):
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    """One gunicorn for the module's HTTP tests: each starts its own consultations and counts what it stored."""
     from conftest import LiveServer
 
-    live = LiveServer(tmp_path, env={"OOMDOCTOR_API_TOKEN": TOKEN}).start()
+    live = LiveServer(tmp_path_factory.mktemp("mcp"), env={"OOMDOCTOR_API_TOKEN": TOKEN}).start()
     yield live
     live.stop()
 
@@ -189,6 +190,7 @@ def test_streamable_http_refuses_a_call_without_the_token(token_server, token):
             async with Client(streamable_http_client(token_server.url + "/api/mcp", http_client=http)) as c:
                 await c.call_tool("models", {"query": "llama"})
 
+    stored = _consultations(token_server)
     with pytest.raises(BaseException) as caught:
         run(session)
     # The SDK's client reports the refused request as an error response (it does not quote the status).
@@ -198,9 +200,13 @@ def test_streamable_http_refuses_a_call_without_the_token(token_server, token):
                "params": {"name": "consult", "arguments": {"message": TRACEBACK}}}
     status, body = rest(token_server, "POST", "/api/mcp", message, token=token)
     assert status == 401 and "token" in body["error"]
-    store = Store(token_server.database, migrate=False)
+    assert _consultations(token_server) == stored
+
+
+def _consultations(live) -> int:
+    store = Store(live.database, migrate=False)
     try:
-        assert store.conn.execute("SELECT count(*) FROM consultations").fetchone()[0] == 0
+        return store.conn.execute("SELECT count(*) FROM consultations").fetchone()[0]
     finally:
         store.close()
 

@@ -192,13 +192,15 @@ def test_many_processes_starting_at_once_apply_each_step_once(database, tmp_path
     import subprocess
     import sys
 
-    code = ("import sys; from oomdoctor.storage import Store; sys.stdin.read(); "
+    code = ("import sys; from oomdoctor.storage import Store; print('ready', flush=True); sys.stdin.read(); "
             "Store(sys.argv[1]).close(); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code, database], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
              for _ in range(8)]
-    time.sleep(1.5)  # every process has imported and waits on stdin: closing it starts them together
+    # Every process has imported and waits on stdin: closing it starts them together.
+    ready = [p.stdout.readline() for p in procs]
     outputs = [p.communicate("", timeout=120) for p in procs]
+    assert ready == ["ready\n"] * 8, [err[-800:] for _, err in outputs]
     assert [out for out, _ in outputs] == ["ok\n"] * 8, [err[-800:] for _, err in outputs]
     store = Store(database, migrate=False)
     if store.kind == "sqlite":

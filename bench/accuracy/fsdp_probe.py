@@ -173,23 +173,26 @@ def peak_in_backward(fsdp: bool, reentrant: bool, seq: int) -> int:
     return peak
 
 
-def _rank_main(reentrant: bool, quantized_from: str | None, out: str, seq: int = 0) -> None:
+def _rank_main(reentrant: bool, quantized_from: str | None, out: str, seqs: list[int]) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    kept = peak_in_backward(True, reentrant, seq) if seq else kept_after_forward(True, reentrant, quantized_from)
+    # Every length in the one launch: starting two ranks (each importing torch, transformers and peft) costs
+    # more than the probe itself. Each call builds its own model and counts only what it creates.
+    kept = ([peak_in_backward(True, reentrant, seq) for seq in seqs] if seqs
+            else kept_after_forward(True, reentrant, quantized_from))
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"kept": kept}))
     dist.destroy_process_group()
 
 
-def _two_ranks(reentrant: bool, source: str | None, tmp: str, seq: int = 0) -> int:
+def _two_ranks(reentrant: bool, source: str | None, tmp: str, seqs: tuple[int, ...] = ()) -> int | list[int]:
     out = Path(tmp) / "rank0.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_port", str(29500 + (os.getpid() + seq) % 1000), __file__, "--rank-main",
+               "--master_port", str(29500 + (os.getpid() + sum(seqs)) % 1000), __file__, "--rank-main",
                "--reentrant", str(int(reentrant)), "--quantized-from", source or "", "--out", str(out),
-               "--seq", str(seq)]
+               "--seqs", ",".join(map(str, seqs))]
     ranks = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if not out.exists():
         raise RuntimeError("the two-rank run failed:\n" + (ranks.stderr or ranks.stdout)[-3000:])
@@ -201,10 +204,10 @@ def probe_backward(reentrant: bool = True, seqs: tuple[int, ...] = (SEQ // 2, SE
     import tempfile
 
     rows = []
-    for seq in seqs:
+    with tempfile.TemporaryDirectory() as tmp:
+        on_two_ranks = _two_ranks(reentrant, None, tmp, seqs)
+    for seq, fsdp in zip(seqs, on_two_ranks):
         single = peak_in_backward(False, reentrant, seq)
-        with tempfile.TemporaryDirectory() as tmp:
-            fsdp = _two_ranks(reentrant, None, tmp, seq)
         rows.append({"tokens": BATCH * seq, "single_bytes": single, "fsdp_bytes": fsdp, "fsdp_extra_bytes": fsdp - single})
     return {"reentrant": reentrant, "vocab": SHAPE["vocab_size"], "rows": rows}
 
@@ -232,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="1: the base in NF4 through bitsandbytes (installed separately; its CPU backend will do)")
     ap.add_argument("--backward", action="store_true",
                     help="at the loss's backward peak, transformers-4.45 loss in the model, two sequence lengths")
-    ap.add_argument("--seq", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--seqs", default="", help=argparse.SUPPRESS)
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quantized-from", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.rank_main:
-        _rank_main(bool(args.reentrant), args.quantized_from or None, args.out, args.seq)
+        _rank_main(bool(args.reentrant), args.quantized_from or None, args.out,
+                   [int(n) for n in args.seqs.split(",") if n])
         return 0
     modes = [bool(args.reentrant)] if args.reentrant is not None else [True, False]
     if args.backward:

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from .. import yaml_safe
 from .models import KNOWLEDGE_DIR, CatalogError, did_you_mean
 
 __all__ = [
@@ -135,7 +136,7 @@ def parse_gpus(data: Any, path: str = "<gpus.yaml>") -> dict[str, GPU]:
 def _load_cached(path: str, mtime: float) -> dict[str, GPU]:
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            data = yaml_safe.load(fh)
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: invalid YAML: {exc}") from None
     return parse_gpus(data, path)

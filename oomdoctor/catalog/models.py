@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
+from .. import yaml_safe
 from ..schema import suggest as did_you_mean
 
 from .hf_config import from_hf_config
@@ -246,7 +247,7 @@ def parse_models(data: Any, path: str = "<models.yaml>") -> dict[str, ModelShape
 def _read_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml_safe.load(fh)
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from .. import yaml_safe
 from .conditions import Condition, RuleSyntaxError, parse_condition
 from .vocabulary import Vocabulary
 
@@ -47,7 +48,7 @@ def load_rules(paths: Iterable[Path], vocabulary: Vocabulary) -> list[Rule]:
     seen: dict[str, str] = {}
     for path in sorted(paths):
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = yaml_safe.load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise RuleSyntaxError(f"{path.name}: not valid YAML: {exc}") from None
         if raw is None:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .. import yaml_safe
 from . import anatomy
 from .estimate import COMPONENTS, Estimate
 from .setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, RL_OBJECTIVES, Setup, is_count
@@ -48,7 +49,7 @@ class DefaultsError(ValueError):
 @functools.lru_cache(maxsize=4)
 def load_defaults(path: Path = DEFAULTS_PATH) -> tuple[Default, ...]:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml_safe.load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise DefaultsError(f"{Path(path).name}: {exc}") from None
     if not isinstance(raw, dict) or set(raw) != {"defaults"} or not isinstance(raw["defaults"], list):

@@ -7,8 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-import yaml
-
+from .. import yaml_safe
 from .keys import looks_random
 
 SECRETS_FILE = Path(__file__).resolve().parents[2] / "knowledge" / "secrets.yaml"
@@ -80,7 +79,7 @@ def _compile(entry: dict) -> Format:
 
 @lru_cache(maxsize=1)
 def catalog(path: Path = SECRETS_FILE) -> Catalog:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = yaml_safe.load(path.read_text(encoding="utf-8"))
     kinds = raw["kinds"]
     formats = tuple(_compile(entry) for entry in raw["formats"])
     unknown = sorted({f.kind for f in formats} - set(kinds))

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from flask import current_app, g, jsonify, request
-from lark_oapi import EventDispatcherHandler
-from lark_oapi.core.model import RawRequest
-from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger, P2CardActionTriggerResponse
-from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+from flask import Flask, current_app, g, jsonify, request
 
 from ...web.context import store
 from . import bp, cards, conversation, verify
 from .replier import Replier
+
+if TYPE_CHECKING:
+    from lark_oapi.api.im.v1 import P2ImMessageReceiveV1
+    from lark_oapi.event.callback.model.p2_card_action_trigger import (P2CardActionTrigger,
+                                                                       P2CardActionTriggerResponse)
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +31,32 @@ MESSAGE = "im.message.receive_v1"
 CARD_ACTION = "card.action.trigger"
 
 
+_made = threading.Lock()
+
+
 @bp.record_once
 def _set_up(state) -> None:
-    app = state.app
-    config = app.config
-    app.extensions["oomdoctor.lark.replier"] = Replier(config["LARK_APP_ID"], config["LARK_APP_SECRET"],
-                                                      config["LARK_DOMAIN"])
-    app.extensions["oomdoctor.lark.dispatcher"] = (
-        EventDispatcherHandler.builder(config["LARK_ENCRYPT_KEY"], config["LARK_VERIFICATION_TOKEN"])
-        .register_p2_im_message_receive_v1(_on_message)
-        .register_p2_card_action_trigger(_on_card_action)
-        .build())
+    # Importing lark_oapi takes seconds: a service with Lark's settings pays it at start (gunicorn's master,
+    # before the workers fork), not in an event's 3-second window; one without them never pays it.
+    if state.app.config["LARK_ENCRYPT_KEY"] and state.app.config["LARK_VERIFICATION_TOKEN"]:
+        _sdk(state.app)
+
+
+def _sdk(app: Flask) -> dict[str, Any]:
+    """The SDK's dispatcher and the replier, made once per app."""
+    with _made:
+        if "oomdoctor.lark.dispatcher" not in app.extensions:
+            from lark_oapi import EventDispatcherHandler
+
+            config = app.config
+            app.extensions["oomdoctor.lark.replier"] = Replier(config["LARK_APP_ID"], config["LARK_APP_SECRET"],
+                                                              config["LARK_DOMAIN"])
+            app.extensions["oomdoctor.lark.dispatcher"] = (
+                EventDispatcherHandler.builder(config["LARK_ENCRYPT_KEY"], config["LARK_VERIFICATION_TOKEN"])
+                .register_p2_im_message_receive_v1(_on_message)
+                .register_p2_card_action_trigger(_on_card_action)
+                .build())
+    return app.extensions
 
 
 @bp.post("/events")
@@ -52,11 +68,13 @@ def events():
         return jsonify(challenge=challenge if isinstance(challenge, str) else "")
     if kind not in (MESSAGE, CARD_ACTION):
         return jsonify(msg="ignored")
+    from lark_oapi.core.model import RawRequest
+
     raw = RawRequest()
     raw.uri = request.path
     raw.body = request.get_data(cache=True)
     raw.headers = dict(request.headers)
-    handled = current_app.extensions["oomdoctor.lark.dispatcher"].do(raw)
+    handled = _sdk(current_app._get_current_object())["oomdoctor.lark.dispatcher"].do(raw)
     if handled.status_code != 200:
         # Checked already, so this is ours; a 200 keeps Lark from delivering it again to fail again.
         log.error("Lark event %s not handled (status %s)", kind, handled.status_code)
@@ -73,7 +91,7 @@ def _first_delivery(event_id: str | None) -> bool:
 def _later(work: Callable[[], dict[str, Any]], message_id: str, key: str, lang: str) -> threading.Thread:
     """Run `work` in a thread with its own app context and reply to `message_id` with its card."""
     app = current_app._get_current_object()
-    replier: Replier = app.extensions["oomdoctor.lark.replier"]
+    replier: Replier = _sdk(app)["oomdoctor.lark.replier"]
 
     def run() -> None:
         with app.app_context():
@@ -122,7 +140,7 @@ def _on_card_action(data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
     if not isinstance(value, dict) or cards.ANSWER not in value or operator is None or context is None:
         return _toast("info", kb.text("lark.stale", default))
     if not _first_delivery(header.event_id if header else None):
-        return P2CardActionTriggerResponse({})
+        return _toast(None)
     who = conversation.owner((header.tenant_key if header else None) or operator.tenant_key or "",
                              operator.open_id or "")
     here = conversation.where(context.open_chat_id or "")
@@ -138,9 +156,12 @@ def _on_card_action(data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
     return _toast("success", kb.text("lark.answered", lang, answer=shown), card=answered)
 
 
-def _toast(kind: str, text: str, card: dict[str, Any] | None = None) -> P2CardActionTriggerResponse:
-    """What a button press answers: a toast, and the card that replaces the pressed one, if any."""
-    response: dict[str, Any] = {"toast": {"type": kind, "content": text}}
+def _toast(kind: str | None, text: str = "", card: dict[str, Any] | None = None) -> P2CardActionTriggerResponse:
+    """What a button press answers: a toast (none without a kind), and the card that replaces the pressed one,
+    if any."""
+    from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTriggerResponse
+
+    response: dict[str, Any] = {"toast": {"type": kind, "content": text}} if kind else {}
     if card is not None:
         response["card"] = {"type": "raw", "data": card}
     return P2CardActionTriggerResponse(response)

@@ -10,9 +10,6 @@ import json
 import logging
 from typing import Any
 
-import lark_oapi as lark
-from lark_oapi.api.im.v1 import ReplyMessageRequest, ReplyMessageRequestBody
-
 log = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 10.0
@@ -20,11 +17,15 @@ TIMEOUT_SECONDS = 10.0
 
 class Replier:
     def __init__(self, app_id: str, app_secret: str, domain: str, timeout: float = TIMEOUT_SECONDS) -> None:
+        import lark_oapi as lark  # here: importing the SDK takes seconds (see events._sdk)
+
         self.client = (lark.Client.builder().app_id(app_id).app_secret(app_secret).domain(domain)
                        .timeout(timeout).log_level(lark.LogLevel.WARNING).build())
 
     def reply(self, message_id: str, card: dict[str, Any], key: str = "") -> bool:
         """Reply to a message with a card; `key` makes a repeated post of the same reply a no-op at Lark."""
+        from lark_oapi.api.im.v1 import ReplyMessageRequest, ReplyMessageRequestBody
+
         body = ReplyMessageRequestBody.builder().msg_type("interactive").content(json.dumps(card, ensure_ascii=False))
         if key:
             body = body.uuid(key[:50])

@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from flask import current_app, g, jsonify, request
-from lark_oapi.core.utils import AESCipher
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +36,8 @@ def signature(encrypt_key: str, timestamp: str, nonce: str, body: bytes) -> str:
 
 
 def decrypt(encrypt_key: str, blob: str) -> dict[str, Any]:
+    from lark_oapi.core.utils import AESCipher  # here: importing the SDK takes seconds (see events._sdk)
+
     try:
         plain = AESCipher(encrypt_key).decrypt_str(blob)
         payload = json.loads(plain)
