@@ -85,7 +85,7 @@ class LiveServer:
                     "OOMDOCTOR_WORKERS": str(workers), **(env or {})}
         self.proc: subprocess.Popen | None = None
 
-    def start(self, deadline: float = 30.0) -> "LiveServer":
+    def start(self, deadline: float = 60.0) -> "LiveServer":
         gunicorn = Path(sys.executable).parent / "gunicorn"
         self._fh = open(self.log, "wb")
         self.proc = subprocess.Popen([str(gunicorn), "-c", "gunicorn.conf.py", "app:app"], cwd=ROOT, env=self.env,
