@@ -365,6 +365,21 @@ def test_parameter_counts():
     ("happens when saving the final checkpoint", "phase", "saving"),
     ("I reran the cell that builds the trainer", "log.repeated_runs", True),
     ("--data_path Dahoas/full-hh-rlhf", "train.objective", None),
+    ("只有部分卡占到 80G，其他卡在 40~60G 之间", "log.one_rank", True),
+    ("4090 单卡，内存 320g，用 deepspeed zero3", "host.ram_total_gib", 320.0),
+    ("8x A100 80G, 960 GB RAM", "host.ram_total_gib", 960.0),
+    ("CPU 内存（252G）占满了", "host.ram_total_gib", 252.0),
+    ("1TB RAM per node", "host.ram_total_gib", 1024.0),
+    ("GPU 内存 24G", "host.ram_total_gib", None),
+    ("单卡内存 24G", "host.ram_total_gib", None),
+    ("有 32GB 内存的 4090", "host.ram_total_gib", None),
+    ("24GB VRAM", "host.ram_total_gib", None),
+    ("preprocessing_num_workers 设成 256", "data.preprocessing_workers", 256),
+    ("it dies while the model is loading", "phase", "loading"),
+    ("I get an OOM when the state_dict is saved", "phase", "saving"),
+    ("whenever the trainer evaluates it goes OOM", "phase", "evaluation"),
+    ("一到 evaluate 就涨到 60G", "phase", "evaluation"),
+    ("写了 compute_metric 算 bleu", "eval.compute_metrics", True),
 ])
 def test_sentences(text, name, value):
     from oomdoctor.extractors import sentence
@@ -539,7 +554,18 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     got = observed(text)
     assert got["model.name"] == "llama-3-70b" and got["train.method"] == "qlora"
     assert "model.load_dtype" not in got  # GPTQ weights are 4-bit already, not NF4
-    assert "model.name" not in observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")
+    # A vision sibling the catalog has is that model; one it lacks is no text model of the title's name.
+    assert observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")["model.name"] == "qwen3-vl-8b"
+    assert "model.name" not in observed("model_name_or_path: ./data/Qwen2.5-VL-7B-Instruct\nQwen2.5-7B in the title")
+
+
+def test_a_folder_that_names_no_model_leaves_the_stated_name():
+    assert observed("LoRA of qwen3-8b\n--model /model/actor_model --train_type lora")["model.name"] == "qwen3-8b"
+    # A folder with a family word or a number may be a model the catalog lacks: the words do not override it.
+    assert "model.name" not in observed("LoRA of qwen3-8b\n--model /data/minicpm-v2 --train_type lora")
+    # ms-swift's --model_name with --model_author is the name the tuned model calls itself.
+    got = observed("swift sft --model Qwen2-VL-7B-Instruct --model_author swift --model_name swift-robot")
+    assert got["model.name"] == "qwen2-vl-7b"
 
 
 @pytest.mark.parametrize("text, count", [
@@ -589,6 +615,8 @@ def test_a_trainer_banner_gives_batch_accumulation_and_ranks():
     ("4张L20(45G)", "l20", 45.0),
     ("- GPU type: NVIDIA A100-SXM4-80GB\n- GPU memory: 79.15GB", "a100-80gb-sxm", 79.15),
     ("24G显存", None, 24.0),
+    ("训练时只占 17G；卡是 24G 的", None, 24.0),
+    ("24G 的卡跑不动", None, 24.0),
     ("8*910B (64G)", None, 64.0),
     ("total_memory: 10.9GB\nname: NVIDIA GeForce GTX 1080 Ti", None, 10.9),
 ])

@@ -186,9 +186,9 @@ def _model(text: str) -> Any:
     name = text.rstrip("/")
     if not re.search(r"[/\d-]", name):
         return None  # `model=model` in code is a variable, not a name
-    if _MULTIMODAL.search(name):
-        return UNCATALOGUED  # a vision/audio sibling of a text model: not the catalog's model
     model_id = resolve_model_id(name) or resolve_model_id(name.rsplit("/", 1)[-1])
+    if _MULTIMODAL.search(name) and not (model_id and _MULTIMODAL.search(model_id)):
+        return UNCATALOGUED  # a vision/audio sibling of a text model: not the catalog's model
     if model_id:
         return model_id
     # A local folder whose words name no family and hold no number (`/model/actor_model`,

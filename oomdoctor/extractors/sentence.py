@@ -88,7 +88,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"\s{1,3}(?:almost\s{1,3}|nearly\s{1,3}|mostly\s{1,3}|practically\s{1,3}|basically\s{1,3})?(?:empty|idle|unused)\b|"
                                 r"其他\s{0,2}(?:几|的)?\s{0,2}(?:张|块)?\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:都|几乎|基本|差不多)?\s{0,2}(?:都|是)?\s{0,2}"
                                 r"(?:是)?\s{0,2}(?:空的|空着|没怎么用|占用很少|很空)|"
-                                r"只有\s{0,2}(?:第一|最后一|一)\s{0,2}(?:张|块)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:显存)?\s{0,2}(?:爆|满|OOM)", _I), True),
+                                r"只有\s{0,2}(?:第一|最后一|一)\s{0,2}(?:张|块)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:显存)?\s{0,2}(?:爆|满|OOM)|"
+                                # some of the cards fill while the rest have room: "只有部分卡占到 80G", "only some of the GPUs fill up"
+                                r"只有\s{0,2}(?:部分|几张|某几张|个别)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:的)?\s{0,2}(?:显存)?\s{0,2}(?:占到|占满|爆|满|OOM)|"
+                                r"\bonly\s{1,3}(?:some|a\s{1,3}few|one\s{1,3}or\s{1,3}two)\s{1,3}(?:of\s{1,3}the\s{1,3})?(?:ranks|gpus|cards)\s{1,3}"
+                                r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
