@@ -84,7 +84,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
                                 r"\bone\s{1,3}(?:rank|gpu|card)\s{1,3}only\b|只有一张卡|只有一个rank|"
                                 # "the other GPUs are almost empty", "其他几张卡几乎是空的": one card fills, the rest idle
-                                r"\b(?:other|remaining)\s{1,3}(?:gpus|cards|devices)\s{1,3}(?:are|were|stay|stayed|remain|remained|look|looked)"
+                                r"\b(?:other|remaining)\s{1,3}(?:(?:two|three|four|five|six|seven|\d{1,2})\s{1,3})?(?:gpus|cards|devices)\s{1,3}"
+                                r"(?:are|were|stay|stayed|remain|remained|look|looked|sit|sat|sitting)"
                                 r"\s{1,3}(?:almost\s{1,3}|nearly\s{1,3}|mostly\s{1,3}|practically\s{1,3}|basically\s{1,3})?(?:empty|idle|unused)\b|"
                                 r"其他\s{0,2}(?:几|的)?\s{0,2}(?:张|块)?\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:都|几乎|基本|差不多)?\s{0,2}(?:都|是)?\s{0,2}"
                                 r"(?:是)?\s{0,2}(?:空的|空着|没怎么用|占用很少|很空)|"
@@ -106,7 +107,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
                          r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
-                         r"(?:评估|验证|eval|evaluate)\s{0,2}(?:时|的时候)", _I), "evaluation"),
+                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
                          # "while the model is loading", "when the checkpoint shards are being loaded"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
