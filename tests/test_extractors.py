@@ -822,3 +822,30 @@ def test_a_card_sold_in_sizes_far_apart_is_not_given_a_size(text, expected):
 ])
 def test_an_eval_set_size_is_a_count_of_samples_and_whole(text, expected):
     assert facts(sentence, text).get("eval.samples") == expected
+
+
+@pytest.mark.parametrize("text, toolkit", [
+    ("llamafactory-cli train examples/train_lora/llama3_lora_sft.yaml", "llamafactory"),
+    ("CUDA_VISIBLE_DEVICES=0 python src/train_bash.py \\\n    --stage sft \\\n    --do_train", "llamafactory"),
+    ("model_name_or_path: Qwen/Qwen2-7B\nstage: sft\nfinetuning_type: lora\n", "llamafactory"),
+    ("NPROC_PER_NODE=4 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora", "ms_swift"),
+    ("python -m torch.distributed.run --nproc_per_node 4 /workspace/ms-swift/swift/cli/rlhf.py --rlhf_type grpo", "ms_swift"),
+    ("accelerate launch train.py --gradient_checkpointing", None),
+    ("pip install swift\nswift==2.0", None),
+    ("llamafactory-cli train a.yaml\nswift sft --model x", None),  # two toolkits: neither's defaults
+])
+def test_toolkits(text, toolkit):
+    assert facts(launch, text).get("toolkit") == toolkit
+
+
+def test_toolkit_defaults_turn_checkpointing_on_unless_switched_off():
+    assert observed_all("llamafactory-cli train sft.yaml\nfinetuning_type: lora")["train.grad_checkpointing"] is True
+    assert observed_all("swift sft --model Qwen/Qwen2-7B --gradient_checkpointing false")["train.grad_checkpointing"] is False
+    assert observed_all("llamafactory-cli train\nfinetuning_type: lora\ndisable_gradient_checkpointing: true")[
+        "train.grad_checkpointing"] is False
+
+
+def observed_all(text):
+    """Every fact of a one-shot reply, the rules' included."""
+    from oomdoctor import consultation
+    return {f["name"]: f["value"] for f in consultation.default().diagnose(text)["facts"]}
