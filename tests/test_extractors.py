@@ -849,3 +849,8 @@ def observed_all(text):
     """Every fact of a one-shot reply, the rules' included."""
     from oomdoctor import consultation
     return {f["name"]: f["value"] for f in consultation.default().diagnose(text)["facts"]}
+
+
+def test_a_toolkit_command_outranks_a_key_another_toolkit_also_accepts():
+    text = "python -m torch.distributed.run /ws/ms-swift/swift/cli/rlhf.py --rlhf_type grpo --finetuning_type lora"
+    assert facts(launch, text)["toolkit"] == "ms_swift"

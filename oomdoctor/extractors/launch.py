@@ -24,12 +24,16 @@ _OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo":
 _TRAINER_CLASS = re.compile(r"\b(SFT|DPO|GRPO|KTO|ORPO|PPO|Reward)(?:Trainer|Config)\b")
 _SCRIPT = re.compile(r"(?<![\w.-])(?:train_)?(sft|dpo|grpo|kto|orpo|ppo)(?:_trainer)?\.py\b")
 _WORKFLOW = re.compile(r"\brun_(sft|dpo|pt|rm|ppo|kto)\(")
-# The toolkit a command or config belongs to, by what only it uses: LLaMA-Factory's CLI, scripts and
-# finetuning_type; ms-swift's subcommands, CLI modules and (2.x) --sft_type.
-_TOOLKITS = (
-    ("llamafactory", re.compile(r"\bllamafactory-cli\s{1,3}train\b|(?<![\w.-])src/train(?:_bash)?\.py\b[\s\S]{0,300}?--stage\b|"
-                                r"(?:^|\n)[ \t]{0,8}finetuning_type[ \t]{0,3}:|--finetuning_type\b|'--finetuning_type'")),
-    ("ms_swift", re.compile(r"(?<![\w/-])swift[ \t]{1,3}(?:sft|rlhf|pt)\b|\bswift/cli/(?:sft|rlhf|pt)\.py\b|--sft_type\b")),
+# The toolkit a command or config belongs to: first by the command that runs it (LLaMA-Factory's CLI and
+# scripts, ms-swift's subcommands and CLI modules), else by keys only it uses (finetuning_type; ms-swift
+# 2.x's --sft_type). A command outranks a key: ms-swift also accepts LLaMA-Factory's --finetuning_type.
+_TOOLKIT_COMMANDS = (
+    ("llamafactory", re.compile(r"\bllamafactory-cli\s{1,3}train\b|(?<![\w.-])src/train(?:_bash)?\.py\b[\s\S]{0,300}?--stage\b")),
+    ("ms_swift", re.compile(r"(?<![\w/-])swift[ \t]{1,3}(?:sft|rlhf|pt)\b|\bswift/cli/(?:sft|rlhf|pt)\.py\b")),
+)
+_TOOLKIT_KEYS = (
+    ("llamafactory", re.compile(r"(?:^|\n)[ \t]{0,8}finetuning_type[ \t]{0,3}:|--finetuning_type\b|'--finetuning_type'")),
+    ("ms_swift", re.compile(r"--sft_type\b")),
 )
 _ACCELERATE_CONFIG = re.compile(r"--config_file[= ][\"']?([\w./-]{1,200})")
 
@@ -59,13 +63,12 @@ def extract(text: str) -> Iterator[Finding]:
     if len(objectives) == 1:
         objective, detail = next(iter(objectives.items()))
         yield Finding("train.objective", objective, detail)
-    toolkits = {}
-    for toolkit, pattern in _TOOLKITS:
-        m = pattern.search(text)
-        if m:
-            toolkits[toolkit] = " ".join(m.group(0).split())
-    if len(toolkits) == 1:
-        yield Finding("toolkit", *next(iter(toolkits.items())))
+    for markers in (_TOOLKIT_COMMANDS, _TOOLKIT_KEYS):
+        toolkits = {toolkit: " ".join(m.group(0).split()) for toolkit, pattern in markers if (m := pattern.search(text))}
+        if toolkits:
+            if len(toolkits) == 1:
+                yield Finding("toolkit", *next(iter(toolkits.items())))
+            break
     strategies = set()
     for m in _ACCELERATE_CONFIG.finditer(text):
         name = m.group(1).rsplit("/", 1)[-1].lower()
