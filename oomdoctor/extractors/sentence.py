@@ -112,7 +112,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          # "while the model is loading", "when the checkpoint shards are being loaded"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
-                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载就", _I), "loading"),
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
                          r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
