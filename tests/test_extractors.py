@@ -380,6 +380,7 @@ def test_parameter_counts():
     ("whenever the trainer evaluates it goes OOM", "phase", "evaluation"),
     ("一到 evaluate 就涨到 60G", "phase", "evaluation"),
     ("写了 compute_metric 算 bleu", "eval.compute_metrics", True),
+    ("9 张卡一加载模型进程就被杀了", "phase", "loading"),
 ])
 def test_sentences(text, name, value):
     from oomdoctor.extractors import sentence
@@ -584,6 +585,7 @@ def test_a_folder_that_names_no_model_leaves_the_stated_name():
     # Words that pick cards out are not counts: the last card, the other GPUs, one of them.
     ("8 张 A10G，最后一张卡显存爆了，其他几张卡几乎是空的", 8), ("共8张卡，其中两张卡 OOM", 8), ("每一张卡 24G，4张卡", 4),
     ("over 4 GPUs, out of memory on GPU 3 while the other GPUs are almost empty", 4),
+    ("QLoRA on two 24GB Titan RTX cards", 2),
 ])
 def test_gpu_counts_in_every_form(text, count):
     assert facts(gpu_count, text)["dist.num_gpus"] == count
@@ -594,6 +596,7 @@ def test_gpu_counts_in_every_form(text, count):
     "torchrun --nproc_per_node 4 a.py\ntorchrun --nproc_per_node 8 b.py",  # two launches disagree
     "a tensor of 2 x 4096",                                            # a shape, not cards
     "# with 8 gpus each",                                              # a comment
+    "it fails on one of the cards",                                    # which card, not how many
 ])
 def test_gpu_counts_that_stay_unknown(text):
     assert "dist.num_gpus" not in facts(gpu_count, text)
