@@ -1,13 +1,15 @@
 """How OOM Doctor does on the scripted consultations (tests/conversations).
 
-    .venv/bin/python bench/conversation_accuracy.py
+    .venv/bin/python bench/conversation_accuracy.py [--only FILE.yaml]
 
 Prints the top-1 diagnosis rate, the first-remedy acceptable rate, the share of stated facts
-understood, language flips and questions per consultation, then every miss. The outcomes come
+understood, language flips and questions per consultation, then every miss; --only keeps
+the consultations of one file of tests/conversations (blind.yaml: the blind set). The outcomes come
 from tests/test_conversations.py's runner, so this table and the test never disagree.
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import importlib.util
 import sys
@@ -25,9 +27,18 @@ def _runner():
     return module
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", metavar="FILE", help="only the consultations of this file, e.g. blind.yaml")
+    args = parser.parse_args(argv)
     runner = _runner()
-    results = list(runner.outcomes())
+    if args.only:
+        scripts = [s for s in runner.load_scripts() if s.file == args.only]
+        if not scripts:
+            parser.error(f"no consultation comes from {args.only}")
+        results = [runner.run(s) for s in scripts]
+    else:
+        results = list(runner.outcomes())
     f = runner.figures(results)
     print(f"OOM Doctor on {f['consultations']} scripted consultations ({f['chinese']} in Chinese)\n")
     print(f"top-1 diagnosis right       {f['top1']:.1%}   (target >= {runner.TOP1_TARGET:.0%})")

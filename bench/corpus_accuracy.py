@@ -1,11 +1,12 @@
 """Accuracy of the diagnosis on the evidence corpus (tests/corpus).
 
-    .venv/bin/python bench/corpus_accuracy.py [--one-shot]
+    .venv/bin/python bench/corpus_accuracy.py [--one-shot] [--blind]
 
 Prints the confusion matrix of what ran out (oom_kind), top-1 and top-3 accuracy
 per labelled scenario, fact exactness, and every miss with what was diagnosed
 instead. Cases with `needs_answer` are judged on the consultation's report unless
---one-shot is given. The outcomes are computed by tests/test_corpus.py's runner,
+--one-shot is given; --blind keeps only the cases whose sidecar says `blind: true`
+(added, with their labels, before the service was first run on them). The outcomes are computed by tests/test_corpus.py's runner,
 so this table and the test can never disagree.
 """
 from __future__ import annotations
@@ -39,9 +40,13 @@ def _one_shot(outcome):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one-shot", action="store_true", help="judge needs_answer cases without the consultation")
+    parser.add_argument("--blind", action="store_true", help="only the cases labelled blind: true")
     args = parser.parse_args(argv)
     runner = _runner()
-    results = list(runner.outcomes())
+    if args.blind:
+        results = [runner.run_case(*case) for case in runner.CASES if case[1].get("blind")]
+    else:
+        results = list(runner.outcomes())
     if args.one_shot:
         results = [_one_shot(o) for o in results]
     n = len(results)
@@ -73,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         cases = by_scenario[scenario]
         t1, t3 = sum(o.top1_ok for o in cases), sum(o.top3_ok for o in cases)
         print(f"  {scenario.ljust(width)}{len(cases):>3}   top-1 {t1}/{len(cases)}   top-3 {t3}/{len(cases)}")
+
+    second = [o for o in results if o.top3_ok and not o.top1_ok]
+    print(f"\nlabelled cause second or third ({len(second)})")
+    for o in second:
+        print(f"  {o.slug} [{o.mode}]: labelled {o.scenario}; diagnosed {', '.join(o.top[:3])}")
 
     misses = [o for o in results if not (o.kind_ok and o.top3_ok and not o.fact_errors)]
     print(f"\nmisses ({len(misses)})")

@@ -1,4 +1,4 @@
-"""The evidence corpus: 117 real logs with labelled sidecars (tests/corpus/README.md).
+"""The evidence corpus: real logs with labelled sidecars (tests/corpus/README.md).
 
 Every case is diagnosed in one shot; a case whose log alone cannot name the cause
 (`needs_answer`) is also run as a consultation, answering every question with that

@@ -365,6 +365,22 @@ def test_parameter_counts():
     ("happens when saving the final checkpoint", "phase", "saving"),
     ("I reran the cell that builds the trainer", "log.repeated_runs", True),
     ("--data_path Dahoas/full-hh-rlhf", "train.objective", None),
+    ("只有部分卡占到 80G，其他卡在 40~60G 之间", "log.one_rank", True),
+    ("4090 单卡，内存 320g，用 deepspeed zero3", "host.ram_total_gib", 320.0),
+    ("8x A100 80G, 960 GB RAM", "host.ram_total_gib", 960.0),
+    ("CPU 内存（252G）占满了", "host.ram_total_gib", 252.0),
+    ("1TB RAM per node", "host.ram_total_gib", 1024.0),
+    ("GPU 内存 24G", "host.ram_total_gib", None),
+    ("单卡内存 24G", "host.ram_total_gib", None),
+    ("有 32GB 内存的 4090", "host.ram_total_gib", None),
+    ("24GB VRAM", "host.ram_total_gib", None),
+    ("preprocessing_num_workers 设成 256", "data.preprocessing_workers", 256),
+    ("it dies while the model is loading", "phase", "loading"),
+    ("I get an OOM when the state_dict is saved", "phase", "saving"),
+    ("whenever the trainer evaluates it goes OOM", "phase", "evaluation"),
+    ("一到 evaluate 就涨到 60G", "phase", "evaluation"),
+    ("写了 compute_metric 算 bleu", "eval.compute_metrics", True),
+    ("9 张卡一加载模型进程就被杀了", "phase", "loading"),
 ])
 def test_sentences(text, name, value):
     from oomdoctor.extractors import sentence
@@ -539,7 +555,18 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     got = observed(text)
     assert got["model.name"] == "llama-3-70b" and got["train.method"] == "qlora"
     assert "model.load_dtype" not in got  # GPTQ weights are 4-bit already, not NF4
-    assert "model.name" not in observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")
+    # A vision sibling the catalog has is that model; one it lacks is no text model of the title's name.
+    assert observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")["model.name"] == "qwen3-vl-8b"
+    assert "model.name" not in observed("model_name_or_path: ./data/Qwen2.5-VL-7B-Instruct\nQwen2.5-7B in the title")
+
+
+def test_a_folder_that_names_no_model_leaves_the_stated_name():
+    assert observed("LoRA of qwen3-8b\n--model /model/actor_model --train_type lora")["model.name"] == "qwen3-8b"
+    # A folder with a family word or a number may be a model the catalog lacks: the words do not override it.
+    assert "model.name" not in observed("LoRA of qwen3-8b\n--model /data/minicpm-v2 --train_type lora")
+    # ms-swift's --model_name with --model_author is the name the tuned model calls itself.
+    got = observed("swift sft --model Qwen2-VL-7B-Instruct --model_author swift --model_name swift-robot")
+    assert got["model.name"] == "qwen2-vl-7b"
 
 
 @pytest.mark.parametrize("text, count", [
@@ -558,6 +585,7 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     # Words that pick cards out are not counts: the last card, the other GPUs, one of them.
     ("8 张 A10G，最后一张卡显存爆了，其他几张卡几乎是空的", 8), ("共8张卡，其中两张卡 OOM", 8), ("每一张卡 24G，4张卡", 4),
     ("over 4 GPUs, out of memory on GPU 3 while the other GPUs are almost empty", 4),
+    ("QLoRA on two 24GB Titan RTX cards", 2),
 ])
 def test_gpu_counts_in_every_form(text, count):
     assert facts(gpu_count, text)["dist.num_gpus"] == count
@@ -568,6 +596,7 @@ def test_gpu_counts_in_every_form(text, count):
     "torchrun --nproc_per_node 4 a.py\ntorchrun --nproc_per_node 8 b.py",  # two launches disagree
     "a tensor of 2 x 4096",                                            # a shape, not cards
     "# with 8 gpus each",                                              # a comment
+    "it fails on one of the cards",                                    # which card, not how many
 ])
 def test_gpu_counts_that_stay_unknown(text):
     assert "dist.num_gpus" not in facts(gpu_count, text)
@@ -589,6 +618,8 @@ def test_a_trainer_banner_gives_batch_accumulation_and_ranks():
     ("4张L20(45G)", "l20", 45.0),
     ("- GPU type: NVIDIA A100-SXM4-80GB\n- GPU memory: 79.15GB", "a100-80gb-sxm", 79.15),
     ("24G显存", None, 24.0),
+    ("训练时只占 17G；卡是 24G 的", None, 24.0),
+    ("24G 的卡跑不动", None, 24.0),
     ("8*910B (64G)", None, 64.0),
     ("total_memory: 10.9GB\nname: NVIDIA GeForce GTX 1080 Ti", None, 10.9),
 ])
@@ -804,3 +835,35 @@ def test_an_eval_set_size_is_a_count_of_samples_and_whole(text, expected):
 ])
 def test_the_catalog_models_read_from_new_config_copies_are_named_in_text(text, model_id):
     assert observed(text)["model.name"] == model_id
+
+
+@pytest.mark.parametrize("text, toolkit", [
+    ("llamafactory-cli train examples/train_lora/llama3_lora_sft.yaml", "llamafactory"),
+    ("CUDA_VISIBLE_DEVICES=0 python src/train_bash.py \\\n    --stage sft \\\n    --do_train", "llamafactory"),
+    ("model_name_or_path: Qwen/Qwen2-7B\nstage: sft\nfinetuning_type: lora\n", "llamafactory"),
+    ("NPROC_PER_NODE=4 swift sft --model Qwen/Qwen2.5-7B-Instruct --train_type lora", "ms_swift"),
+    ("python -m torch.distributed.run --nproc_per_node 4 /workspace/ms-swift/swift/cli/rlhf.py --rlhf_type grpo", "ms_swift"),
+    ("accelerate launch train.py --gradient_checkpointing", None),
+    ("pip install swift\nswift==2.0", None),
+    ("llamafactory-cli train a.yaml\nswift sft --model x", None),  # two toolkits: neither's defaults
+])
+def test_toolkits(text, toolkit):
+    assert facts(launch, text).get("toolkit") == toolkit
+
+
+def test_toolkit_defaults_turn_checkpointing_on_unless_switched_off():
+    assert observed_all("llamafactory-cli train sft.yaml\nfinetuning_type: lora")["train.grad_checkpointing"] is True
+    assert observed_all("swift sft --model Qwen/Qwen2-7B --gradient_checkpointing false")["train.grad_checkpointing"] is False
+    assert observed_all("llamafactory-cli train\nfinetuning_type: lora\ndisable_gradient_checkpointing: true")[
+        "train.grad_checkpointing"] is False
+
+
+def observed_all(text):
+    """Every fact of a one-shot reply, the rules' included."""
+    from oomdoctor import consultation
+    return {f["name"]: f["value"] for f in consultation.default().diagnose(text)["facts"]}
+
+
+def test_a_toolkit_command_outranks_a_key_another_toolkit_also_accepts():
+    text = "python -m torch.distributed.run /ws/ms-swift/swift/cli/rlhf.py --rlhf_type grpo --finetuning_type lora"
+    assert facts(launch, text)["toolkit"] == "ms_swift"

@@ -64,7 +64,8 @@ def test_the_fp8_input_on_rest_cli_and_config():
                          timeout=120, cwd=ROOT)
     reply = json.loads(out.stdout)
     assert any("Float8Linear" in line and "高精度" in line for line in reply["estimate"]["derivation"])
+    # LLaMA-Factory checkpoints by default; switched off, the activations the fp8 backend changes are large.
     said = default().diagnose("finetuning_type: full\nfp8: true\nfp8_backend: te\nmodel_name_or_path: "
-                              "meta-llama/Meta-Llama-3-8B\nCUDA out of memory.")
+                              "meta-llama/Meta-Llama-3-8B\ndisable_gradient_checkpointing: true\nCUDA out of memory.")
     assert {"name": "train.fp8", "value": "te"} in [{"name": f["name"], "value": f["value"]} for f in said["facts"]]
     assert any(r["id"] == "fp8_torchao_backend" for r in said["remedies"])

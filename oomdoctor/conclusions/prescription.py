@@ -84,7 +84,9 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
                                         apply_whatif(values, remedy.whatif)))
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif current is not None and current.result.fits is False:
+    elif current is not None and current.result.fits is False and stated.get("log.after_steps") is not True:
+        # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
+        # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
         # helps while the weights alone exceed the card); among what falls short, the diagnosis's order weighed
         # by how much each saves of the moment that failed (evaluation when that is where it died).

@@ -186,10 +186,42 @@ def _model(text: str) -> Any:
     name = text.rstrip("/")
     if not re.search(r"[/\d-]", name):
         return None  # `model=model` in code is a variable, not a name
-    if _MULTIMODAL.search(name):
-        return UNCATALOGUED  # a vision/audio sibling of a text model: not the catalog's model
     model_id = resolve_model_id(name) or resolve_model_id(name.rsplit("/", 1)[-1])
-    return model_id if model_id else UNCATALOGUED
+    if _MULTIMODAL.search(name) and not (model_id and _MULTIMODAL.search(model_id)):
+        return UNCATALOGUED  # a vision/audio sibling of a text model: not the catalog's model
+    if model_id:
+        return model_id
+    # A local folder whose words name no family and hold no number (`/model/actor_model`,
+    # `./pretrain`) says nothing about which model it holds: a name stated in words stands.
+    return None if _opaque_folder(name) else UNCATALOGUED
+
+
+_SIZE_WORD = re.compile(r"^(?:\d{1,3}x)?\d{1,4}(?:\.\d{1,3})?[bm]$|^a\d{1,4}(?:\.\d{1,3})?b$")  # "7b", "8x7b", "a3b"
+
+
+@functools.lru_cache(maxsize=1)
+def _family_words() -> frozenset[str]:
+    """The first word of every catalog model's names other than sizes ("llama", "qwen2.5", "mixtral")."""
+    from ..catalog.models import all_models
+    from ..catalog.names import normalize_tokens
+
+    words = set()
+    for shape in all_models():
+        for alias in (shape.id, shape.hf_id, *shape.names):
+            first = next((t for t in normalize_tokens(alias) if not _SIZE_WORD.match(t)), None)
+            if first is not None:
+                words.add(first)
+    return frozenset(words)
+
+
+def _opaque_folder(name: str) -> bool:
+    """A local path (not a Hub id) with no catalog family word and no digit anywhere in it."""
+    from ..catalog.names import normalize_tokens
+
+    local = name.startswith(("/", "./", "../", "~")) or name.count("/") >= 2
+    if not local or re.search(r"\d", name):
+        return False
+    return not any(t in _family_words() for t in normalize_tokens(name))
 
 
 @dataclass(frozen=True)

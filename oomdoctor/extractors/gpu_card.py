@@ -31,6 +31,9 @@ _SIZE = r"(\d{1,3}(?:\.\d{1,2})?)\s?(?:GB|GiB|Gb|gb|G|g)(?![A-Za-z0-9])"
 _FREE_SIZES = [
     re.compile(_SIZE + r"\s?(?:of\s)?(?:显存|VRAM|vram|GPU memory|gpu memory|GPUs?|gpus?|graphics cards?|cards?|显卡|卡)"),
     re.compile(r"(?:GPUs?|gpus?|显卡|卡)\s?[/(（]\s?" + _SIZE),
+    # "卡是 24G 的", "显卡都是 48G", "24G 的卡"
+    re.compile(r"(?:显卡|卡)\s?(?:都)?(?:是|为)\s?" + _SIZE),
+    re.compile(_SIZE + r"\s?的\s?(?:显卡|卡|GPU)"),
     re.compile(r"total_memory:\s?" + _SIZE),
 ]
 # llamafactory-cli env: "GPU memory: 79.15GB", what PyTorch reports (GiB).

@@ -86,10 +86,12 @@ _PROSE = [
     re.compile(_NOT_WHICH_CARDS + r"(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡, 最后一张卡, 其中两张卡, 另一张卡, 每一张卡: which cards, not how many)
     re.compile(_NOT_WHICH_CARDS + r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
-    # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards
+    # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards, two Titan RTX cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
                r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
-               r"(?:GPUs?|gpus?|cards?|graphics cards|devices?)(?![\w]))", _I),
+               r"(?:GPUs?|gpus?|cards?|graphics cards|devices?)(?![\w])|"
+               # a card the catalog lacks, named in capitals: "two 24GB Titan RTX cards" (never "one of the cards")
+               r"(?:(?-i:[A-Z][A-Za-z0-9]{1,10})[ \t]){1,2}(?:GPUs?|gpus?|cards?)(?![\w]))", _I),
 ]
 _NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
 

@@ -4,7 +4,8 @@ torchtune's recipe names say the method and, for `*_distributed`, FSDP (`full_fi
 `lora_finetune_single_device`, even when a terminal wraps the name); TRL's trainer classes and
 example scripts say the objective (`SFTTrainer`, `GRPOConfig`, `sft.py`, `dpo.py`), as do
 LLaMA-Factory's workflow functions in a traceback (`run_sft(`); an accelerate config named for
-FSDP or plain multi-GPU says the strategy. Only the running script's own name counts, not a
+FSDP or plain multi-GPU says the strategy; `llamafactory-cli train`, `finetuning_type`, `swift sft`
+or `swift rlhf` say which toolkit's defaults apply. Only the running script's own name counts, not a
 directory on its path.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterator
 from . import Finding
 
 NAME = "launch"
-PRODUCES = {"train.method", "dist.strategy", "train.objective"}
+PRODUCES = {"train.method", "dist.strategy", "train.objective", "toolkit"}
 
 _RECIPE = re.compile(r"(?<![A-Za-z])(lora|qlora|full)_finetune_?[ \t]{0,2}\n?[ \t]{0,2}_?(single_device|distributed)\b")
 _OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo": "orpo", "ppo": "ppo", "reward": "reward",
@@ -23,6 +24,17 @@ _OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo":
 _TRAINER_CLASS = re.compile(r"\b(SFT|DPO|GRPO|KTO|ORPO|PPO|Reward)(?:Trainer|Config)\b")
 _SCRIPT = re.compile(r"(?<![\w.-])(?:train_)?(sft|dpo|grpo|kto|orpo|ppo)(?:_trainer)?\.py\b")
 _WORKFLOW = re.compile(r"\brun_(sft|dpo|pt|rm|ppo|kto)\(")
+# The toolkit a command or config belongs to: first by the command that runs it (LLaMA-Factory's CLI and
+# scripts, ms-swift's subcommands and CLI modules), else by keys only it uses (finetuning_type; ms-swift
+# 2.x's --sft_type). A command outranks a key: ms-swift also accepts LLaMA-Factory's --finetuning_type.
+_TOOLKIT_COMMANDS = (
+    ("llamafactory", re.compile(r"\bllamafactory-cli\s{1,3}train\b|(?<![\w.-])src/train(?:_bash)?\.py\b[\s\S]{0,300}?--stage\b")),
+    ("ms_swift", re.compile(r"(?<![\w/-])swift[ \t]{1,3}(?:sft|rlhf|pt)\b|\bswift/cli/(?:sft|rlhf|pt)\.py\b")),
+)
+_TOOLKIT_KEYS = (
+    ("llamafactory", re.compile(r"(?:^|\n)[ \t]{0,8}finetuning_type[ \t]{0,3}:|--finetuning_type\b|'--finetuning_type'")),
+    ("ms_swift", re.compile(r"--sft_type\b")),
+)
 _ACCELERATE_CONFIG = re.compile(r"--config_file[= ][\"']?([\w./-]{1,200})")
 
 
@@ -51,6 +63,12 @@ def extract(text: str) -> Iterator[Finding]:
     if len(objectives) == 1:
         objective, detail = next(iter(objectives.items()))
         yield Finding("train.objective", objective, detail)
+    for markers in (_TOOLKIT_COMMANDS, _TOOLKIT_KEYS):
+        toolkits = {toolkit: " ".join(m.group(0).split()) for toolkit, pattern in markers if (m := pattern.search(text))}
+        if toolkits:
+            if len(toolkits) == 1:
+                yield Finding("toolkit", *next(iter(toolkits.items())))
+            break
     strategies = set()
     for m in _ACCELERATE_CONFIG.finditer(text):
         name = m.group(1).rsplit("/", 1)[-1].lower()

@@ -17,7 +17,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
-            "rl.vllm"}
+            "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -84,20 +84,35 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
                                 r"\bone\s{1,3}(?:rank|gpu|card)\s{1,3}only\b|只有一张卡|只有一个rank|"
                                 # "the other GPUs are almost empty", "其他几张卡几乎是空的": one card fills, the rest idle
-                                r"\b(?:other|remaining)\s{1,3}(?:gpus|cards|devices)\s{1,3}(?:are|were|stay|stayed|remain|remained|look|looked)"
+                                r"\b(?:other|remaining)\s{1,3}(?:(?:two|three|four|five|six|seven|\d{1,2})\s{1,3})?(?:gpus|cards|devices)\s{1,3}"
+                                r"(?:are|were|stay|stayed|remain|remained|look|looked|sit|sat|sitting)"
                                 r"\s{1,3}(?:almost\s{1,3}|nearly\s{1,3}|mostly\s{1,3}|practically\s{1,3}|basically\s{1,3})?(?:empty|idle|unused)\b|"
                                 r"其他\s{0,2}(?:几|的)?\s{0,2}(?:张|块)?\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:都|几乎|基本|差不多)?\s{0,2}(?:都|是)?\s{0,2}"
                                 r"(?:是)?\s{0,2}(?:空的|空着|没怎么用|占用很少|很空)|"
-                                r"只有\s{0,2}(?:第一|最后一|一)\s{0,2}(?:张|块)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:显存)?\s{0,2}(?:爆|满|OOM)", _I), True),
+                                r"只有\s{0,2}(?:第一|最后一|一)\s{0,2}(?:张|块)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:显存)?\s{0,2}(?:爆|满|OOM)|"
+                                # some of the cards fill while the rest have room: "只有部分卡占到 80G", "only some of the GPUs fill up"
+                                r"只有\s{0,2}(?:部分|几张|某几张|个别)\s{0,2}(?:卡|GPU|显卡)\s{0,2}(?:的)?\s{0,2}(?:显存)?\s{0,2}(?:占到|占满|爆|满|OOM)|"
+                                r"\bonly\s{1,3}(?:some|a\s{1,3}few|one\s{1,3}or\s{1,3}two)\s{1,3}(?:of\s{1,3}the\s{1,3})?(?:ranks|gpus|cards)\s{1,3}"
+                                r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
+                         # "when the state_dict is saved", "while the checkpoint is being saved"
+                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
+                         r"\s{1,3}(?:is|are|gets|get|was|were)\s{1,3}(?:being\s{1,3})?sav(?:ed|ing)\b|"
                          r"保存\s{0,2}(?:模型|检查点|checkpoint|权重)?\s{0,2}(?:时|的时候)", _I), "saving"),
     ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
                          r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
-                         r"(?:评估|验证|eval|evaluate)\s{0,2}(?:时|的时候)", _I), "evaluation"),
+                         # "whenever the trainer evaluates", "一到 evaluate 就"
+                         r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
+                         r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
+                         r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
+                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
-                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载就", _I), "loading"),
+                         # "while the model is loading", "when the checkpoint shards are being loaded"
+                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
+                         r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
                          r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
@@ -107,7 +122,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
                          r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
-    ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics|accuracy)\b", _I), True),
+    ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
                                 # a count of samples, not of tokens, GPUs or steps, and never the first digits of a longer number
@@ -136,6 +151,15 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
     # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    # datasets' map processes, in words: "preprocessing_num_workers 设成 256", "preprocessing_num_workers=64".
+    ("data.preprocessing_workers", re.compile(r"(?<![\w-])preprocessing[_-]num[_-]workers\s{0,2}(?:=|:|：|is|of|to|为|是|设成|设为|设置为|设置成|改成|开到)?"
+                                              r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+    # The machine's RAM in words: "960 GB RAM", "RAM: 64GB", "512GB of system memory", "内存 320g", "CPU内存（252G）".
+    ("host.ram_total_gib", re.compile(r"(?<![\w.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\s{0,2}(?:of\s{1,3})?"
+                                      r"(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram|memory\s{0,2}\(ram\))(?![A-Za-z])|"
+                                      r"\b(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram)\s{0,3}(?:of|is|:|=)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\b|"
+                                      r"(?<![\d.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)\s{0,2}(?:的)?\s{0,2}(?:系统|主机|机器|服务器|CPU\s{0,2})?内存|"
+                                      r"(?:系统|主机|机器|服务器|CPU\s{0,2})?内存\s{0,3}(?:[:：（(]|为|是|有|只有|共)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)(?![A-Za-z])", _I), "ram"),
     # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
     ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
                                            r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
@@ -290,6 +314,10 @@ def _plain_launch(text: str) -> re.Match | None:
     return _NO_SHARDING.search(text)
 
 
+# Words right before a memory size that make it the GPU's: "GPU 内存", "显卡内存", "单卡".
+_GPU_BEFORE = re.compile(r"(?:gpu|cuda|vram|显卡|显存|卡|npu)\s{0,2}$", re.I)
+_GPU_AFTER = re.compile(r"\s{0,2}的\s{0,3}(?:显卡|卡|gpu|[a-z]{0,6}\s{0,2}\d{2,4})", re.I)
+
 # Words before "N tokens" that make it an amount of data or output, not a sequence length.
 _NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over|on|of\s{1,3}data|new|generat\w{0,3}|output|max_new|"
                            r"per\s{1,3}second|/s)\W{0,3}$", re.I)
@@ -310,6 +338,12 @@ def _value(kind, match: re.Match, text: str):
         return int(next(g for g in match.groups() if g))
     if kind == "count":
         return int(next(g for g in match.groups() if g).replace(",", "")) or None
+    if kind == "ram":
+        if _GPU_BEFORE.search(text[max(0, match.start() - 12):match.start()]) or _GPU_AFTER.match(text, match.end()):
+            return None  # "GPU 内存 24G", "显卡内存", "24G 内存的 4090": the card's memory, not the machine's
+        number, unit = (g for g in match.groups() if g)
+        gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
+        return gib if 1 <= gib <= 65536 else None
     if kind == "params":
         value = float(match.group(1))
         return value if 0.05 <= value <= 2000 else None

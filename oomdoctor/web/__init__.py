@@ -10,6 +10,7 @@ from typing import Any
 from flask import Flask, g
 
 from .. import config as config_mod
+from ..catalog import resolve_gpu_id, resolve_model_id
 from ..consultation import default
 from ..storage import Store
 
@@ -30,6 +31,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # unusable database is reported once, clearly.
     # One knowledge base per process: gunicorn's master loads it once (preload_app) and workers fork with it.
     app.extensions["oomdoctor.consultant"] = default()
+    # The catalogs' name indexes are built on first use (about 0.3 s): build them here, so that no
+    # request spends its work budget (OOMDOCTOR_WORK_SECONDS) on them.
+    resolve_model_id("llama-3-8b")
+    resolve_gpu_id("a100")
     Store(app.config["DATABASE"]).close()
 
     from . import errors, input, security
