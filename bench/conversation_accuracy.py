@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runner = _runner()
     if args.only:
-        scripts = [s for s in runner.load_scripts() if s.file == args.only]
+        scripts = [s for s in runner.load_scripts(held_out=True) if s.file == args.only]
         if not scripts:
             parser.error(f"no consultation comes from {args.only}")
         results = [runner.run(s) for s in scripts]

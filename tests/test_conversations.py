@@ -94,10 +94,15 @@ def _script(raw: dict, file: str) -> Script:
     )
 
 
-def load_scripts(directory: Path = CONVERSATIONS) -> list[Script]:
+def load_scripts(directory: Path = CONVERSATIONS, held_out: bool = False) -> list[Script]:
+    """The scripts the targets hold over; with held_out, those of files marked `held_out: true` too: a blind
+    set kept out of the targets so that it measures text nobody tuned against (bench/conversation_accuracy.py)."""
     scripts = []
     for path in sorted(directory.glob("*.yaml")):
-        for raw in yaml.safe_load(path.read_text(encoding="utf-8"))["conversations"]:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if data.get("held_out") and not held_out:
+            continue
+        for raw in data["conversations"]:
             scripts.append(_script(raw, path.name))
     return scripts
 
@@ -308,3 +313,9 @@ def test_the_language_never_flips(script):
 def test_questions_are_asked_once_and_reasked_once_in_other_words(script):
     outcome = next(o for o in outcomes() if o.script.id == script.id)
     assert not outcome.behaviour_misses(), outcome.behaviour_misses()
+
+
+def test_held_out_scripts_are_well_formed_and_kept_out_of_the_targets():
+    every = load_scripts(held_out=True)
+    held = {s.file for s in every} - {s.file for s in load_scripts()}
+    assert held == {"blind-set2.yaml"} and len(every) > len(load_scripts())
