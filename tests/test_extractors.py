@@ -867,3 +867,40 @@ def observed_all(text):
 def test_a_toolkit_command_outranks_a_key_another_toolkit_also_accepts():
     text = "python -m torch.distributed.run /ws/ms-swift/swift/cli/rlhf.py --rlhf_type grpo --finetuning_type lora"
     assert facts(launch, text)["toolkit"] == "ms_swift"
+
+
+@pytest.mark.parametrize("text, count", [
+    ("OpenRLHF 两台机器，每台 8 卡、512G 内存", 16),
+    ("2 nodes with 8 GPUs each", 16),
+    ("4 台服务器，每个节点 8 张 A100", 32),
+    ("two machines, 8 GPUs per node", 16),
+])
+def test_a_count_per_machine_is_multiplied_by_the_machines(text, count):
+    assert facts(gpu_count, text)["dist.num_gpus"] == count
+
+
+@pytest.mark.parametrize("text", [
+    "每台 8 卡，机器数量看调度",          # the machines are not said
+    "每机8卡",
+    "8 GPUs each, on several nodes",
+    "8 GPUs per node",
+])
+def test_a_count_per_machine_without_the_machines_is_no_job_count(text):
+    assert "dist.num_gpus" not in facts(gpu_count, text)
+
+
+@pytest.mark.parametrize("text, policy", [
+    ("deepspeed --module openrlhf.cli.train_ppo_ray --pretrain Qwen/Qwen2.5-7B-Instruct "
+     "--reward_pretrain /models/Meta-Llama-3-8B-Instruct --critic_pretrain meta-llama/Llama-2-13b-hf", "qwen2.5-7b"),
+    ("python3 -m verl.trainer.main_ppo critic.model.path=meta-llama/Llama-2-13b-hf "
+     "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("python ppo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct --reward_model_path meta-llama/Llama-2-13b-hf "
+     "--ref_model meta-llama/Llama-2-13b-hf", "qwen2.5-7b"),
+])
+def test_reward_critic_and_reference_models_are_not_the_trained_model(text, policy):
+    assert observed(text)["model.name"] == policy
+
+
+def test_a_reward_model_alone_names_no_trained_model():
+    got = observed("python train.py --reward_pretrain OpenRLHF/Llama-3-8b-rm")
+    assert "model.name" not in got and "model.params_b" not in got

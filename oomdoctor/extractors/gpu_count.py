@@ -94,6 +94,26 @@ _PROSE = [
                r"(?:(?-i:[A-Z][A-Za-z0-9]{1,10})[ \t]){1,2}(?:GPUs?|gpus?|cards?)(?![\w]))", _I),
 ]
 _NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
+# A count said per machine: "每台 8 卡", "每机8卡", "每个节点 8 张", "8 GPUs each", "8 GPUs per node", "8 cards on each node".
+_PER_NODE_BEFORE = re.compile(r"(?:每|各)\s{0,2}(?:一)?\s{0,2}(?:台|个?节点|个?机器|机|个?服务器)\S{0,3}\s{0,3}$|"
+                              r"\b(?:each|per|every)\s{1,3}(?:node|machine|server|host)\s{0,3}[,:]?\s{0,3}$", _I)
+_PER_NODE_AFTER = re.compile(r"^\s{0,3}(?:each\b|apiece\b|(?:on\s{1,3}|in\s{1,3})?(?:each|per|every)\s{1,3}(?:node|machine|server|host)\b|/\s{0,2}(?:node|machine)\b)", _I)
+_NODE_COUNT = re.compile(r"(?<![\w.])(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
+                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
+
+
+def _per_node(text: str, m: re.Match) -> bool:
+    return bool(_PER_NODE_BEFORE.search(text[max(0, m.start() - 16): m.start()])
+                or _PER_NODE_AFTER.search(text[m.end(): m.end() + 24]))
+
+
+def _nodes(text: str) -> int | None:
+    """The machines a paste names in words ("两台机器", "2 nodes"); None when none or different ones."""
+    found = set()
+    for m in _NODE_COUNT.finditer(text):
+        word = m.group(1)
+        found.add(int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower()))
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 class _Counts:
@@ -209,6 +229,11 @@ def _words(text: str, counts: _Counts) -> None:
             n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
             around = text[max(0, m.start() - 24): m.end() + 16]
             if n is None or _NOT_A_COUNT.search(m.group(0)):
+                continue
+            if _per_node(text, m):
+                # A count per machine is the job's only once the machines are known: 2 machines x 8 = 16.
+                nodes = _nodes(text)
+                counts.add(3, None if nodes is None else n * nodes, m.group(0).strip() + " per node")
                 continue
             if re.search(r"\d\s{0,2}(?:nodes?|机|台)", around):
                 counts.add(3, None, "a count per node on several nodes")

@@ -266,9 +266,24 @@ def _bare_card(text: str):
     return None
 
 
+# A launch names more models than the one it trains: OpenRLHF's --reward_pretrain/--critic_pretrain/--ref_pretrain,
+# TRL's --reward_model_path/--ref_model, verl's critic.model.path/reward_model.model.path. Only the policy
+# (--pretrain, actor_rollout_ref.model.path, --model_name_or_path) is model.name; the others' values are blanked.
+_OTHER_MODEL = re.compile(r"(?<![\w.-])(?:--)?(?:(?:reward|critic|ref|reference)_pretrain|(?:reward|critic|ref|reference)_model"
+                          r"(?:_name_or_path|_path|_name)?|(?:critic|ref|reward_model|rm)\.model\.path)"
+                          r"""(?:[ \t]{1,4}|[ \t]{0,2}[=:][ \t]{0,2})["']?([^\s"',;]{1,300})""", _I)
+
+
+def _without_other_models(text: str) -> str:
+    if "_pretrain" not in text and "_model" not in text and "model.path" not in text:
+        return text
+    return _OTHER_MODEL.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + " " * len(m.group(1)), text)
+
+
 def extract(text: str) -> Iterator[Finding]:
     from ..catalog import find_gpu_mentions, find_model_mentions, find_model_names
 
+    text = _without_other_models(text)
     model = next(iter(find_model_mentions(text)), None) or next(iter(find_model_names(prose(text))), None)
     if model is not None:
         model_id, matched = model
