@@ -991,3 +991,19 @@ def test_lora_over_4_bit_weights_is_qlora(text):
 @pytest.mark.parametrize("text", ["LoRA, weights in bf16", "8-bit LoRA", "not 4-bit, plain LoRA"])
 def test_other_lora_stays_lora(text):
     assert observed(text)["train.method"] == "lora"
+
+
+@pytest.mark.parametrize("text, sleep", [
+    ("GRPO, vLLM colocated on the training GPUs with sleep mode on", True),
+    ("openrlhf.cli.train_ppo_ray --colocate_all_models --vllm_enable_sleep --deepspeed_enable_sleep", True),
+    ("开启了 vllm 的 sleep 模式", True),
+    ("vLLM sleep mode is off", False),
+    ("没开 sleep 模式", False),
+])
+def test_vllm_sleep_mode_in_words_and_flags(text, sleep):
+    assert observed(text)["rl.vllm_sleep"] is sleep
+
+
+@pytest.mark.parametrize("text", ["does sleep mode help?", "without sleep mode it works"])
+def test_sleep_mode_asked_about_or_named_as_a_workaround_sets_nothing(text):
+    assert "rl.vllm_sleep" not in observed(text)

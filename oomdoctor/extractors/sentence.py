@@ -17,7 +17,8 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
-            "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention"}
+            "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
+            "rl.vllm_sleep"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -102,6 +103,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not|没|未|不|关))|"
                                    r"(?:\b(?:using|with)|用了|开了|开启了|启用了|加了)\s{0,3}flash[- _]?(?:attn|attention)\b(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not))|"
                                    r"flash[- _]?(?:attn|attention)\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b", _I), "flash"),
+    # vLLM's sleep mode in words (it frees vLLM's memory while the trainer trains): off first, so that it wins a tie.
+    ("rl.vllm_sleep", re.compile(r"\bsleep[- _]?mode\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
+                                 # ("without sleep mode it works", "关掉 sleep 就好了" say what worked, not what failed: not read)
+                                 r"(?:没(?:有)?开(?:启)?|未开启)\s{0,2}(?:vllm\s{0,2}(?:的\s{0,2})?)?sleep", _I), False),
+    ("rl.vllm_sleep", re.compile(r"\bsleep[- _]?mode\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b|"
+                                 r"\b(?:with|using)\s{1,3}(?:vllm(?:'s)?\s{1,3})?sleep[- _]?mode\b(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not))|"
+                                 r"(?:开了|开启了?|启用了?|打开了?)\s{0,2}(?:vllm\s{0,2}(?:的\s{0,2})?)?sleep", _I), True),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
