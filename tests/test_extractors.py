@@ -1007,3 +1007,26 @@ def test_vllm_sleep_mode_in_words_and_flags(text, sleep):
 @pytest.mark.parametrize("text", ["does sleep mode help?", "without sleep mode it works"])
 def test_sleep_mode_asked_about_or_named_as_a_workaround_sets_nothing(text):
     assert "rl.vllm_sleep" not in observed(text)
+
+
+@pytest.mark.parametrize("text, phase", [
+    ("the processes get killed while the next model is loading", "loading"),
+    ("加载到第 18 个分片的时候两张卡的显存就都满了", "loading"),
+    ("every rank runs out of memory in the first backward", "backward"),
+    ("反向传播时 OOM", "backward"),
+    ("evaluation at batch size 4 runs out of CUDA memory", "evaluation"),
+    ("每次在 Running tokenizer on dataset 阶段就崩了", "data"),
+    ("it dies during the tokenization stage", "data"),
+])
+def test_phases_said_in_words(text, phase):
+    assert observed(text)["phase"] == phase
+
+
+def test_an_evaluation_batch_is_not_the_training_batch():
+    got = observed("evaluation at batch size 4 runs out of memory")
+    assert got["train.eval_batch_size"] == 4 and "train.batch_size" not in got
+
+
+@pytest.mark.parametrize("text", ["I fine-tune one model per data split in a Python loop", "one model per fold, inside a training loop"])
+def test_models_trained_one_after_another_in_one_process(text):
+    assert observed(text)["log.repeated_runs"] is True

@@ -18,7 +18,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
-            "rl.vllm_sleep"}
+            "rl.vllm_sleep", "train.eval_batch_size"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -42,6 +42,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval )(?<!评估)(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs|批大小)"
                                     + _FROM_TO + r"(\d{1,4})(?![\d.])(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
     # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
+    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?![\d.])|"
+                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?![\d.])", _I), int),
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
@@ -121,7 +123,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     r"\b(?:memory|vram|usage)(?:\s{1,3}(?:usage|use|footprint|consumption))?\s{1,3}(?:just\s{1,3})?"
                                     r"(?:keeps|kept|slowly|steadily|gradually|continuously|constantly)\s{1,3}(?:on\s{1,3})?"
                                     r"(?:growing|increasing|rising|climbing|creeping(?:\s{1,3}up)?|going\s{1,3}up|grows|increases|rises|climbs|creeps)\b", _I), True),
-    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|\b(?:in|inside)\s{1,3}a\s{1,3}(?:for\s{1,3})?loop\b|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
+    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|\b(?:in|inside)\s{1,3}a\s{1,3}(?:for\s{1,3}|python\s{1,3}|training\s{1,3})?loop\b|"
+                                     r"\bone\s{1,3}model\s{1,3}(?:per|for\s{1,3}each)\s{1,3}(?:data\s{1,3})?(?:split|fold|seed|dataset|task|language)\b|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
                                      r"(?:several|multiple) (?:models|trainers) in (?:one|the same) (?:process|notebook)|\bcross[- ]validation\b|超参数?搜索|"
                                      r"连续训练|循环(?:里|中)(?:训练|微调)", _I), True),
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
@@ -151,16 +154,26 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
                          r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
-                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)", _I), "evaluation"),
+                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)|"
+                         # "evaluation at batch size 4 runs out of CUDA memory", "validation OOMs"
+                         r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
+                         r"\s{1,3}(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM)\b", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
                          # "while the model is loading", "when the checkpoint shards are being loaded"
-                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
+                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:(?:next|second|new|other|reference|reward|base|policy)\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
-                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半)|"
+                         # "加载到第 18 个分片的时候": loading the checkpoint's shards
+                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
-                         r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)", _I), "data"),
+                         r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)|"
+                         # "Running tokenizer on dataset 阶段", "during the tokenization stage", "分词阶段"
+                         r"(?:running\s{1,3}tokenizer\s{1,3}on\s{1,3}dataset|tokeni[sz]ation|tokeni[sz]ing|分词|预处理)\s{0,3}(?:阶段|过程中|期间|\s(?:stage|step|phase)\b)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
                          r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
+    # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
+    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
+                         r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
@@ -217,6 +230,14 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 _DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
 DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
             "train.precision", "log.notebook", "rl.vllm", "train.attention"}
+
+
+# "evaluation at batch size 4": the batch that follows is the evaluation's, not training's.
+_EVAL_BEFORE = re.compile(r"(?:\beval\w{0,6}|\bvalidation|评估|验证)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?$", _I)
+
+
+def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
+    return fact == "train.batch_size" and bool(_EVAL_BEFORE.search(text[max(0, match.start() - 32):match.start()]))
 
 
 def _denied(fact: str, match: re.Match, text: str) -> bool:
@@ -351,7 +372,7 @@ def extract(text: str) -> Iterator[Finding]:
             names += named
             if names > MAX_NAMES_SKIPPED:
                 break
-            value = None if _denied(fact, match, text) or named else _value(kind, match, text)
+            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) else _value(kind, match, text)
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
                 break
