@@ -1030,3 +1030,12 @@ def test_an_evaluation_batch_is_not_the_training_batch():
 @pytest.mark.parametrize("text", ["I fine-tune one model per data split in a Python loop", "one model per fold, inside a training loop"])
 def test_models_trained_one_after_another_in_one_process(text):
     assert observed(text)["log.repeated_runs"] is True
+
+
+@pytest.mark.parametrize("text, share", [
+    ("vllm_gpu_memory_utilization is left at its default of 0.9.", 0.9),
+    ("gpu_memory_utilization 设成 0.5", 0.5),
+    ("vllm_gpu_memory_utilization was set to .3", 0.3),
+])
+def test_vllms_share_of_the_card_in_words(text, share):
+    assert observed(text)["rl.vllm_memory_share"] == pytest.approx(share)

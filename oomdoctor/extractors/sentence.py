@@ -18,7 +18,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
-            "rl.vllm_sleep", "train.eval_batch_size"}
+            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -112,6 +112,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("rl.vllm_sleep", re.compile(r"\bsleep[- _]?mode\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b|"
                                  r"\b(?:with|using)\s{1,3}(?:vllm(?:'s)?\s{1,3})?sleep[- _]?mode\b(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not))|"
                                  r"(?:开了|开启了?|启用了?|打开了?)\s{0,2}(?:vllm\s{0,2}(?:的\s{0,2})?)?sleep", _I), True),
+    # vLLM's share of the card in words: "vllm_gpu_memory_utilization is left at its default of 0.9", "gpu_memory_utilization 设成 0.5".
+    ("rl.vllm_memory_share", re.compile(r"(?<![A-Za-z])(?:vllm_)?gpu[_ ]memory[_ ]utili[sz]ation\s{0,3}(?:is\s{1,3}|was\s{1,3})?"
+                                        r"(?:(?:left|kept|set)\s{1,3}(?:at|to)\s{1,3})?(?:its\s{1,3}|the\s{1,3})?(?:default\s{1,3}(?:of\s{1,3}|value\s{1,3}(?:of\s{1,3})?)?)?"
+                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|\.\d)", _I), "share"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
@@ -427,6 +431,9 @@ def _value(kind, match: re.Match, text: str):
         number, unit = (g for g in match.groups() if g)
         gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
         return gib if 1 <= gib <= 65536 else None
+    if kind == "share":
+        value = float(match.group(1))
+        return value if 0 < value <= 1 else None
     if kind == "params":
         value = float(match.group(1))
         return value if 0.05 <= value <= 2000 else None
