@@ -118,3 +118,10 @@ def test_a_missing_wrap_policy_needs_the_fsdp_settings_pasted():
     consultant = consultation.default()
     assert "gpu_fsdp_no_wrap" not in _fired(consultant, "SFT with FSDP on 8 H100\n" + _SMALL_OOM)
     assert "gpu_fsdp_no_wrap" in _fired(consultant, _FSDP_SETTINGS + _SMALL_OOM)
+
+
+def test_activations_do_not_explain_a_failure_before_any_step():
+    consultant = consultation.default()
+    setup = "LoRA of llama-2-7b, bf16 weights, seq 8192, batch 16, no gradient checkpointing, on one A100 40GB. "
+    assert "gpu_activations_share" in _fired(consultant, setup + "It fails on the very first step.\n" + _SMALL_OOM)
+    assert "gpu_activations_share" not in _fired(consultant, setup + "It fails while the model is loading.\n" + _SMALL_OOM)
