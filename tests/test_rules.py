@@ -110,16 +110,6 @@ def test_the_trainers_default_eval_batch_of_8_only_where_the_trainers_default_ap
 _SMALL_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of "
               "79.11 GiB of which 120.00 MiB is free. Including non-PyTorch memory, this process has 78.90 GiB memory in use. "
               "Of the allocated memory 76.50 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
-_FSDP_SETTINGS = ("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
-                  "  fsdp_state_dict_type: SHARDED_STATE_DICT\n  fsdp_offload_params: false\n")
-
-
-def test_a_missing_wrap_policy_needs_the_fsdp_settings_pasted():
-    consultant = consultation.default()
-    assert "gpu_fsdp_no_wrap" not in _fired(consultant, "SFT with FSDP on 8 H100\n" + _SMALL_OOM)
-    assert "gpu_fsdp_no_wrap" in _fired(consultant, _FSDP_SETTINGS + _SMALL_OOM)
-
-
 def test_activations_do_not_explain_a_failure_before_any_step():
     consultant = consultation.default()
     setup = "LoRA of llama-2-7b, bf16 weights, seq 8192, batch 16, no gradient checkpointing, on one A100 40GB. "
