@@ -110,6 +110,8 @@ def test_the_trainers_default_eval_batch_of_8_only_where_the_trainers_default_ap
 _SMALL_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of "
               "79.11 GiB of which 120.00 MiB is free. Including non-PyTorch memory, this process has 78.90 GiB memory in use. "
               "Of the allocated memory 76.50 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
+
+
 def test_activations_do_not_explain_a_failure_before_any_step():
     consultant = consultation.default()
     setup = "LoRA of llama-2-7b, bf16 weights, seq 8192, batch 16, no gradient checkpointing, on one A100 40GB. "
