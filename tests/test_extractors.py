@@ -867,3 +867,175 @@ def observed_all(text):
 def test_a_toolkit_command_outranks_a_key_another_toolkit_also_accepts():
     text = "python -m torch.distributed.run /ws/ms-swift/swift/cli/rlhf.py --rlhf_type grpo --finetuning_type lora"
     assert facts(launch, text)["toolkit"] == "ms_swift"
+
+
+@pytest.mark.parametrize("text, count", [
+    ("OpenRLHF 两台机器，每台 8 卡、512G 内存", 16),
+    ("2 nodes with 8 GPUs each", 16),
+    ("4 台服务器，每个节点 8 张 A100", 32),
+    ("two machines, 8 GPUs per node", 16),
+])
+def test_a_count_per_machine_is_multiplied_by_the_machines(text, count):
+    assert facts(gpu_count, text)["dist.num_gpus"] == count
+
+
+@pytest.mark.parametrize("text", [
+    "每台 8 卡，机器数量看调度",          # the machines are not said
+    "每机8卡",
+    "8 GPUs each, on several nodes",
+    "8 GPUs per node",
+])
+def test_a_count_per_machine_without_the_machines_is_no_job_count(text):
+    assert "dist.num_gpus" not in facts(gpu_count, text)
+
+
+@pytest.mark.parametrize("text, policy", [
+    ("deepspeed --module openrlhf.cli.train_ppo_ray --pretrain Qwen/Qwen2.5-7B-Instruct "
+     "--reward_pretrain /models/Meta-Llama-3-8B-Instruct --critic_pretrain meta-llama/Llama-2-13b-hf", "qwen2.5-7b"),
+    ("python3 -m verl.trainer.main_ppo critic.model.path=meta-llama/Llama-2-13b-hf "
+     "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+    ("python ppo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct --reward_model_path meta-llama/Llama-2-13b-hf "
+     "--ref_model meta-llama/Llama-2-13b-hf", "qwen2.5-7b"),
+])
+def test_reward_critic_and_reference_models_are_not_the_trained_model(text, policy):
+    assert observed(text)["model.name"] == policy
+
+
+def test_a_reward_model_alone_names_no_trained_model():
+    got = observed("python train.py --reward_pretrain OpenRLHF/Llama-3-8b-rm")
+    assert "model.name" not in got and "model.params_b" not in got
+
+
+@pytest.mark.parametrize("text", [
+    "Qwen2-VL-7B 用 swift 做 LoRA，没开 flash attention",
+    "trained without flash-attn on a V100",
+    "flash attention is off because the card is a V100",
+    "FlashAttention2 没开",
+    "flash_attn: false",
+])
+def test_flash_attention_switched_off_rules_flash_out(text):
+    got = [f.value for f in sentence.extract(text) if f.name == "train.attention"]
+    assert got and isinstance(got[0], Unknown) and got[0].forbids("flash") and not got[0].forbids("eager")
+
+
+@pytest.mark.parametrize("text, attention", [
+    ("swift sft --model Qwen/Qwen2-7B --use_flash_attn false", "eager"),  # ms-swift 2.x loads eager then
+    ("swift sft --model Qwen/Qwen2-7B --use_flash_attn true", "flash"),
+    ("flash_attn: off", "eager"),                                         # LLaMA-Factory's own word for eager
+    ("Mixtral-8x7B 的 4bit LoRA 加 FlashAttention2", "flash"),
+    ("LoRA of llama-3-8b with flash attention on an A100", "flash"),
+])
+def test_attention_as_configured_or_said(text, attention):
+    assert observed(text)["train.attention"] == attention
+
+
+@pytest.mark.parametrize("text", [
+    "should I use flash attention?",
+    "FlashAttention2 is not installed on this machine",
+    "trained on 100 A100 hours",
+])
+def test_flash_attention_named_but_not_in_use_sets_nothing(text):
+    assert "train.attention" not in observed(text)
+
+
+@pytest.mark.parametrize("text, fact, value", [
+    ("zero stage 都设成 3", "dist.zero_stage", 3),
+    ("ZeRO stage is set to 2 in the json", "dist.zero_stage", 2),
+    ("batch 全调成 1 了", "train.batch_size", 1),
+    ("batch size was set to 2", "train.batch_size", 2),
+    ("批大小都设为 4", "train.batch_size", 4),
+    ("cutoff_len 从 8192 降到 6144", "train.seq_len", 6144),
+    ("max_length from 4096 to 2048 did not help", "train.seq_len", 2048),
+    ("batch 从 8 降到 2", "train.batch_size", 2),
+])
+def test_words_between_a_key_and_its_value(text, fact, value):
+    assert observed(text)[fact] == value
+
+
+@pytest.mark.parametrize("text", [
+    "显存占用一步步变大，最后 OOM", "显存占用随着训练逐渐升高", "显存越来越大", "GPU memory keeps climbing every step",
+    "VRAM usage steadily grows until it crashes",
+])
+def test_memory_that_grows_in_other_words(text):
+    assert observed(text)["log.memory_grows"] is True
+
+
+@pytest.mark.parametrize("text", ["显存占用 70G", "memory usage is 70 GB", "increasing the batch increases memory"])
+def test_memory_stated_but_not_growing(text):
+    assert "log.memory_grows" not in observed(text)
+
+
+@pytest.mark.parametrize("text", ["加载模型的时候内存 OOM 了", "加载数据时报 ray oom", "RAM OOM while loading", "CPU OOM at startup"])
+def test_host_memory_in_other_words(text):
+    assert observed(text)["log.stated_memory"] == "host"
+
+
+@pytest.mark.parametrize("text", ["显卡内存 OOM 了", "GPU 内存不够"])
+def test_the_cards_memory_is_not_host_memory(text):
+    assert observed(text).get("log.stated_memory") != "host"
+
+
+@pytest.mark.parametrize("text, count", [
+    ("SFT of Llama 3.3 70B on 32 H100 80GB", 32), ("across 8 A100s with FSDP", 8), ("using 4 L40S", 4),
+    ("16 台机器，共 128 张 A800", 128), ("16 nodes, 8 GPUs each, a total of 128 GPUs", 128),
+])
+def test_counts_of_named_cards_and_totals(text, count):
+    assert facts(gpu_count, text)["dist.num_gpus"] == count
+
+
+@pytest.mark.parametrize("text", ["4bit LoRA of Mixtral", "4-bit LoRA on a 4090", "nf4 的 LoRA", "LoRA in 4-bit on one T4"])
+def test_lora_over_4_bit_weights_is_qlora(text):
+    assert observed(text)["train.method"] == "qlora"
+
+
+@pytest.mark.parametrize("text", ["LoRA, weights in bf16", "8-bit LoRA", "not 4-bit, plain LoRA"])
+def test_other_lora_stays_lora(text):
+    assert observed(text)["train.method"] == "lora"
+
+
+@pytest.mark.parametrize("text, sleep", [
+    ("GRPO, vLLM colocated on the training GPUs with sleep mode on", True),
+    ("openrlhf.cli.train_ppo_ray --colocate_all_models --vllm_enable_sleep --deepspeed_enable_sleep", True),
+    ("开启了 vllm 的 sleep 模式", True),
+    ("vLLM sleep mode is off", False),
+    ("没开 sleep 模式", False),
+])
+def test_vllm_sleep_mode_in_words_and_flags(text, sleep):
+    assert observed(text)["rl.vllm_sleep"] is sleep
+
+
+@pytest.mark.parametrize("text", ["does sleep mode help?", "without sleep mode it works"])
+def test_sleep_mode_asked_about_or_named_as_a_workaround_sets_nothing(text):
+    assert "rl.vllm_sleep" not in observed(text)
+
+
+@pytest.mark.parametrize("text, phase", [
+    ("the processes get killed while the next model is loading", "loading"),
+    ("加载到第 18 个分片的时候两张卡的显存就都满了", "loading"),
+    ("every rank runs out of memory in the first backward", "backward"),
+    ("反向传播时 OOM", "backward"),
+    ("evaluation at batch size 4 runs out of CUDA memory", "evaluation"),
+    ("每次在 Running tokenizer on dataset 阶段就崩了", "data"),
+    ("it dies during the tokenization stage", "data"),
+])
+def test_phases_said_in_words(text, phase):
+    assert observed(text)["phase"] == phase
+
+
+def test_an_evaluation_batch_is_not_the_training_batch():
+    got = observed("evaluation at batch size 4 runs out of memory")
+    assert got["train.eval_batch_size"] == 4 and "train.batch_size" not in got
+
+
+@pytest.mark.parametrize("text", ["I fine-tune one model per data split in a Python loop", "one model per fold, inside a training loop"])
+def test_models_trained_one_after_another_in_one_process(text):
+    assert observed(text)["log.repeated_runs"] is True
+
+
+@pytest.mark.parametrize("text, share", [
+    ("vllm_gpu_memory_utilization is left at its default of 0.9.", 0.9),
+    ("gpu_memory_utilization 设成 0.5", 0.5),
+    ("vllm_gpu_memory_utilization was set to .3", 0.3),
+])
+def test_vllms_share_of_the_card_in_words(text, share):
+    assert observed(text)["rl.vllm_memory_share"] == pytest.approx(share)

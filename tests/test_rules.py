@@ -87,3 +87,33 @@ def test_explanations_fill_their_placeholders():
             for diagnosis in reply["diagnoses"]:
                 for line in diagnosis["why"]:
                     assert "{" not in line, (fixture.name, lang, line)
+
+
+def _top(text: str) -> list[str]:
+    return [d["id"] for d in consultation.default().diagnose(text)["diagnoses"]]
+
+
+_OOM_80G = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.77 GiB. GPU 0 has a total capacity of "
+            "79.11 GiB of which 2.10 GiB is free. Including non-PyTorch memory, this process has 76.99 GiB memory in use. "
+            "Of the allocated memory 70.12 GiB is allocated by PyTorch, and 5.31 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("launch, default_applies", [
+    ("swift sft --model_type qwen2-vl-7b-instruct --sft_type lora --batch_size 1 --eval_steps 100", False),
+    ("python train.py --model_name_or_path Qwen/Qwen2-7B --per_device_train_batch_size 1 --eval_strategy steps "
+     "--eval_steps 100", True),
+])
+def test_the_trainers_default_eval_batch_of_8_only_where_the_trainers_default_applies(launch, default_applies):
+    assert ("eval_batch_larger" in _top(launch + "\n" + _OOM_80G)) is default_applies
+
+
+_SMALL_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of "
+              "79.11 GiB of which 120.00 MiB is free. Including non-PyTorch memory, this process has 78.90 GiB memory in use. "
+              "Of the allocated memory 76.50 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
+
+
+def test_activations_do_not_explain_a_failure_before_any_step():
+    consultant = consultation.default()
+    setup = "LoRA of llama-2-7b, bf16 weights, seq 8192, batch 16, no gradient checkpointing, on one A100 40GB. "
+    assert "gpu_activations_share" in _fired(consultant, setup + "It fails on the very first step.\n" + _SMALL_OOM)
+    assert "gpu_activations_share" not in _fired(consultant, setup + "It fails while the model is loading.\n" + _SMALL_OOM)

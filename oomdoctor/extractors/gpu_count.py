@@ -86,6 +86,9 @@ _PROSE = [
     re.compile(_NOT_WHICH_CARDS + r"(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡, 最后一张卡, 其中两张卡, 另一张卡, 每一张卡: which cards, not how many)
     re.compile(_NOT_WHICH_CARDS + r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # on 32 H100 80GB, across 8 A100s, using 4 L40S: a count of named cards after a word that places the job on them
+    re.compile(r"\b(?:on|across|over|using|with)[ \t]{1,3}(\d{1,4})[ \t]{1,2}(?:NVIDIA[ \t])?(?:[A-Z]{1,2}\d{2,4}[A-Za-z]{0,3}|RTX[ \t]?\d{4}(?:[ \t]?Ti)?)"
+               r"(?![\w.-]|[ \t]{0,2}(?:hours?|steps?|tokens?)\b)"),
     # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards, two Titan RTX cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
                r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
@@ -94,6 +97,28 @@ _PROSE = [
                r"(?:(?-i:[A-Z][A-Za-z0-9]{1,10})[ \t]){1,2}(?:GPUs?|gpus?|cards?)(?![\w]))", _I),
 ]
 _NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
+# A count said as the whole job's, even beside the machines: "16 台机器，共 128 张 A800", "128 GPUs in total".
+_TOTAL_BEFORE = re.compile(r"(?:共|总共|一共|合计|总计|\btotal(?:\s{1,3}of)?|\bin\s{1,3}total)\s{0,3}$", _I)
+# A count said per machine: "每台 8 卡", "每机8卡", "每个节点 8 张", "8 GPUs each", "8 GPUs per node", "8 cards on each node".
+_PER_NODE_BEFORE = re.compile(r"(?:每|各)\s{0,2}(?:一)?\s{0,2}(?:台|个?节点|个?机器|机|个?服务器)\S{0,3}\s{0,3}$|"
+                              r"\b(?:each|per|every)\s{1,3}(?:node|machine|server|host)\s{0,3}[,:]?\s{0,3}$", _I)
+_PER_NODE_AFTER = re.compile(r"^\s{0,3}(?:each\b|apiece\b|(?:on\s{1,3}|in\s{1,3})?(?:each|per|every)\s{1,3}(?:node|machine|server|host)\b|/\s{0,2}(?:node|machine)\b)", _I)
+_NODE_COUNT = re.compile(r"(?<![\w.])(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
+                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
+
+
+def _per_node(text: str, m: re.Match) -> bool:
+    return bool(_PER_NODE_BEFORE.search(text[max(0, m.start() - 16): m.start()])
+                or _PER_NODE_AFTER.search(text[m.end(): m.end() + 24]))
+
+
+def _nodes(text: str) -> int | None:
+    """The machines a paste names in words ("两台机器", "2 nodes"); None when none or different ones."""
+    found = set()
+    for m in _NODE_COUNT.finditer(text):
+        word = m.group(1)
+        found.add(int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower()))
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 class _Counts:
@@ -210,7 +235,12 @@ def _words(text: str, counts: _Counts) -> None:
             around = text[max(0, m.start() - 24): m.end() + 16]
             if n is None or _NOT_A_COUNT.search(m.group(0)):
                 continue
-            if re.search(r"\d\s{0,2}(?:nodes?|机|台)", around):
+            if _per_node(text, m):
+                # A count per machine is the job's only once the machines are known: 2 machines x 8 = 16.
+                nodes = _nodes(text)
+                counts.add(3, None if nodes is None else n * nodes, m.group(0).strip() + " per node")
+                continue
+            if re.search(r"\d\s{0,2}(?:nodes?|机|台)", around) and not _TOTAL_BEFORE.search(text[max(0, m.start() - 12): m.start(1)]):
                 counts.add(3, None, "a count per node on several nodes")
                 continue
             counts.add(3, n, m.group(0).strip())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from . import Finding, snippet
+from . import Finding, snippet, unknown
 
 NAME = "sentence"
 PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.batch_size",
@@ -17,26 +17,42 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "train.precision", "lora.rank", "dist.offload_optimizer", "log.stated_memory", "phase", "data.in_memory",
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
-            "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers"}
+            "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
+            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
 # "lora_train.sh", "ds_z3_offload_config.json", "fsdp_config", "train_grpo.py".
 # When several patterns of a fact match, the earliest match in the text wins (the user's own
 # words come before the log they paste), and list order breaks a tie (a negation first).
+# A from-to phrase between a key and its value: the value after it is the one now in use ("从 8192 降到 6144").
+_FROM_TO = (r"\s{0,3}(?:从|from)\s{0,3}\d{1,6}\s{0,2}k?\s{0,3}(?:降到|减到|改到|改成|调到|调成|降为|减为|降低到|减少到|缩短到|增加到|提高到|升到|"
+            r"->|→|to|down\s{1,3}to|up\s{1,3}to)\s{0,3}")
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
+    # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
+    ("train.method", re.compile(r"(?<![\w.-])(?:4[- ]?bits?|four[- ]bits?|nf4|int4|4\s{0,1}比特)\s{0,3}(?:量化\s{0,2})?(?:的\s{0,2})?lora(?![A-Za-z])|"
+                                r"(?<![A-Za-z])lora\s{1,3}(?:in|on|with|over)\s{1,3}(?:a\s{1,3})?4[- ]?bit\b", _I), "qlora"),
     # A model a LoRA run produced ("lora_model", "LoRA-merged") is not how this job trains.
     ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])(?![-_ ]?(?:merged|model\b))|低秩", _I), "lora"),
     ("train.method", re.compile(r"\bfull[- ]?(?:parameter[- ])?(?:fine[- ]?tun\w{0,4}|ft|sft|training)\b|全参|全量", _I), "full"),
     ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
+    # A from-to phrase states the value now in use: "cutoff_len 从 8192 降到 6144", "batch size from 8 to 2".
+    ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval )(?<!评估)(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs|批大小)"
+                                    + _FROM_TO + r"(\d{1,4})(?![\d.])(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
     # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
+    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?![\d.])|"
+                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?![\d.])", _I), int),
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
-    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|改成|降到|减到|降为|减为|用|已经是|只有)?"
+    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:都|全|全部|也|统一|一律|已经|还是)?\s{0,2}"
+                                    r"(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|调成|调为|改成|改为|降到|减到|降为|减为|用|已经是|只有|"
+                                    r"(?:is\s{1,3}|was\s{1,3})?(?:set\s{1,3}to|lowered\s{1,3}to|reduced\s{1,3}to|down\s{1,3}to))?"
                                     r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+    ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|cutoff[- _]?len|"
+                                 r"max[- _]seq[- _]len(?:gth)?|序列长度|上下文长度)" + _FROM_TO + r"(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
                                  r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是|到|有|开到|设为|设成)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
@@ -55,6 +71,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     r"\bload(?:ed|ing|s)?\s{1,3}(?:the\s{1,3})?(?:model\s{1,3}|weights\s{1,3})?(?:in|as)\s{1,3}(bf16|bfloat16|fp16|float16|fp32|float32)\b|"
                                     r"(?:权重|模型)?\s{0,3}(?:用|以|按)?\s{0,3}(bf16|fp16|fp32)\s{0,3}(?:精度)?\s{0,3}加载", _I), "dtype"),
     ("model.load_dtype", re.compile(r"\b8[- ]?bit\b(?!\s{0,2}(?:adam|optim))|\bint8\b", _I), "int8"),
+    # "zero stage 都设成 3", "ZeRO stage is set to 3": words between the key and its value.
+    ("dist.zero_stage", re.compile(r"(?<![A-Za-z0-9])(?:zero|deepspeed)[- _]?stage\s{0,3}(?:都|全|全部|也|统一|一律)?\s{0,2}"
+                                   r"(?:设成|设为|设置为|设置成|改成|改为|调成|调到|用的?是?|是|为|=|:|：|is|was|of|(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)"
+                                   r"\s{0,3}([0-3])(?![0-9])", _I), "stage"),
     ("dist.zero_stage", re.compile(r"(?<![A-Za-z0-9])(?:zero|ds_z)[- _]?(?:stage[- _]?)?([0-3])(?![0-9])|"
                                    r"(?<![A-Za-z])(?:deepspeed|ds_config)[- _]{1,3}(?:zero[- _]?)?stage[- _]?([0-3])(?![0-9])", _I), "stage"),
     ("dist.offload_optimizer", re.compile(r"\b(?:no|without)\s{1,3}(?:cpu\s{1,3})?offload(?:ing)?\b|(?:没有?|未|不)\s{0,2}(?:开(?:启)?|配置?|用)?\s{0,2}offload|offload\s{0,2}(?:没开|没有开|未开启)", _I), "none"),
@@ -74,11 +94,41 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
                            r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm", _I), "colocate"),
     ("rl.vllm", re.compile(r"(?<![A-Za-z])trl[ \t]{1,3}vllm-serve\b|(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:server|服务)", _I), "server"),
+    ("train.attention", re.compile(r"(?:没(?:有)?(?:开|用|装)(?:启)?|未(?:开启|启用|使用|安装)|不(?:开|用)|关(?:闭|掉)(?:了)?|禁用(?:了)?)\s{0,2}(?:了\s{0,2})?"
+                                   r"(?:flash[- _]?(?:attn|attention)|FA2?\b)|"
+                                   r"\b(?:without|no|disabled?|disabling|turned\s{1,3}off|switched\s{1,3}off)\s{1,3}(?:the\s{1,3})?flash[- _]?(?:attn|attention)|"
+                                   r"flash[- _]?(?:attn|attention)(?:[- _]?2)?\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|used|enabled|installed))\b|"
+                                   r"flash[- _]?(?:attn|attention)(?:[- _]?2)?\s{0,3}(?:没(?:有)?开|未开启|关(?:闭|掉|了)|不可用|用不了|装不上)|"
+                                   r"(?<![A-Za-z0-9])(?:use_)?flash_attn\w{0,8}[\"']?\s{0,3}[=:]?\s{0,3}[\"']?(?:false|0|no|off|disabled|none)\b", _I), "not_flash"),
+    # Flash attention stated as in use: a version named ("FlashAttention2", "flash_attention_2", "FA2") or said on.
+    ("train.attention", re.compile(r"(?<![\w-])(?:flash[- _]?(?:attn|attention)[- _]?[23]|FA[23])(?![\w-])(?!\s{0,3}[=:]?\s{0,3}[\"']?(?:false|0|no|off|disabled|none)\b)"
+                                   r"(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not|没|未|不|关))|"
+                                   r"(?:\b(?:using|with)|用了|开了|开启了|启用了|加了)\s{0,3}flash[- _]?(?:attn|attention)\b(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not))|"
+                                   r"flash[- _]?(?:attn|attention)\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b", _I), "flash"),
+    # vLLM's sleep mode in words (it frees vLLM's memory while the trainer trains): off first, so that it wins a tie.
+    ("rl.vllm_sleep", re.compile(r"\bsleep[- _]?mode\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
+                                 # ("without sleep mode it works", "关掉 sleep 就好了" say what worked, not what failed: not read)
+                                 r"(?:没(?:有)?开(?:启)?|未开启)\s{0,2}(?:vllm\s{0,2}(?:的\s{0,2})?)?sleep", _I), False),
+    ("rl.vllm_sleep", re.compile(r"\bsleep[- _]?mode\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b|"
+                                 r"\b(?:with|using)\s{1,3}(?:vllm(?:'s)?\s{1,3})?sleep[- _]?mode\b(?!\s{0,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not))|"
+                                 r"(?:开了|开启了?|启用了?|打开了?)\s{0,2}(?:vllm\s{0,2}(?:的\s{0,2})?)?sleep", _I), True),
+    # vLLM's share of the card in words: "vllm_gpu_memory_utilization is left at its default of 0.9", "gpu_memory_utilization 设成 0.5".
+    ("rl.vllm_memory_share", re.compile(r"(?<![A-Za-z])(?:vllm_)?gpu[_ ]memory[_ ]utili[sz]ation\s{0,3}(?:is\s{1,3}|was\s{1,3})?"
+                                        r"(?:(?:left|kept|set)\s{1,3}(?:at|to)\s{1,3})?(?:its\s{1,3}|the\s{1,3})?(?:default\s{1,3}(?:of\s{1,3}|value\s{1,3}(?:of\s{1,3})?)?)?"
+                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|\.\d)", _I), "share"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
-                                    r"memory leak|显存(?:一直|持续|不断|逐渐)(?:增长|增加|上涨|上升)|内存泄漏|显存泄漏", _I), True),
-    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|\b(?:in|inside)\s{1,3}a\s{1,3}(?:for\s{1,3})?loop\b|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
+                                    r"memory leak|显存(?:一直|持续|不断|逐渐)(?:增长|增加|上涨|上升)|内存泄漏|显存泄漏|"
+                                    # "显存占用一步步变大", "显存占用随着训练逐渐升高", "显存越来越大", "memory keeps climbing"
+                                    r"显存\s{0,2}(?:占用|使用|用量|使用量)?\s{0,2}(?:会|在|也)?\s{0,2}(?:随着?\s{0,2}(?:训练|step|步数|迭代|时间)\S{0,3}\s{0,2})?"
+                                    r"(?:一直|持续|不断|逐渐|一步步|一点点|慢慢|缓慢|越来越)\s{0,2}(?:地|的)?\s{0,2}(?:增长|增加|上涨|上升|变大|升高|增大|涨|大|多|高)|"
+                                    r"显存\s{0,2}(?:占用|使用|用量|使用量)?\s{0,2}随着?\s{0,2}(?:训练|step|步数|迭代|时间)\S{0,3}\s{0,2}(?:增长|增加|上涨|上升|变大|升高|增大)|"
+                                    r"\b(?:memory|vram|usage)(?:\s{1,3}(?:usage|use|footprint|consumption))?\s{1,3}(?:just\s{1,3})?"
+                                    r"(?:keeps|kept|slowly|steadily|gradually|continuously|constantly)\s{1,3}(?:on\s{1,3})?"
+                                    r"(?:growing|increasing|rising|climbing|creeping(?:\s{1,3}up)?|going\s{1,3}up|grows|increases|rises|climbs|creeps)\b", _I), True),
+    ("log.repeated_runs", re.compile(r"hyperparameter[- _]search|\bmodel_init\b|\b(?:in|inside)\s{1,3}a\s{1,3}(?:for\s{1,3}|python\s{1,3}|training\s{1,3})?loop\b|"
+                                     r"\bone\s{1,3}model\s{1,3}(?:per|for\s{1,3}each)\s{1,3}(?:data\s{1,3})?(?:split|fold|seed|dataset|task|language)\b|\bre-?(?:ran|run|running|executed?)\s{1,3}(?:the\s{1,3})?cell|"
                                      r"(?:several|multiple) (?:models|trainers) in (?:one|the same) (?:process|notebook)|\bcross[- ]validation\b|超参数?搜索|"
                                      r"连续训练|循环(?:里|中)(?:训练|微调)", _I), True),
     ("log.one_rank", re.compile(r"\b(?:only|just)\s{1,3}(?:on\s{1,3})?(?:one|a single|1)\s{1,3}(?:rank|gpu|card|process|worker)\b|"
@@ -95,7 +145,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"\bonly\s{1,3}(?:some|a\s{1,3}few|one\s{1,3}or\s{1,3}two)\s{1,3}(?:of\s{1,3}the\s{1,3})?(?:ranks|gpus|cards)\s{1,3}"
                                 r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
-    ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足", _I), "host"),
+    ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足|"
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
                          # "when the state_dict is saved", "while the checkpoint is being saved"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
@@ -107,16 +158,26 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
                          r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
-                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)", _I), "evaluation"),
+                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)|"
+                         # "evaluation at batch size 4 runs out of CUDA memory", "validation OOMs"
+                         r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
+                         r"\s{1,3}(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM)\b", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
                          # "while the model is loading", "when the checkpoint shards are being loaded"
-                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
+                         r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:(?:next|second|new|other|reference|reward|base|policy)\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
-                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半)|"
+                         # "加载到第 18 个分片的时候": loading the checkpoint's shards
+                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
-                         r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)", _I), "data"),
+                         r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)|"
+                         # "Running tokenizer on dataset 阶段", "during the tokenization stage", "分词阶段"
+                         r"(?:running\s{1,3}tokenizer\s{1,3}on\s{1,3}dataset|tokeni[sz]ation|tokeni[sz]ing|分词|预处理)\s{0,3}(?:阶段|过程中|期间|\s(?:stage|step|phase)\b)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
                          r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
+    # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
+    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
+                         r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
@@ -172,7 +233,15 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 # A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
 _DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
 DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
-            "train.precision", "log.notebook", "rl.vllm"}
+            "train.precision", "log.notebook", "rl.vllm", "train.attention"}
+
+
+# "evaluation at batch size 4": the batch that follows is the evaluation's, not training's.
+_EVAL_BEFORE = re.compile(r"(?:\beval\w{0,6}|\bvalidation|评估|验证)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?$", _I)
+
+
+def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
+    return fact == "train.batch_size" and bool(_EVAL_BEFORE.search(text[max(0, match.start() - 32):match.start()]))
 
 
 def _denied(fact: str, match: re.Match, text: str) -> bool:
@@ -266,9 +335,24 @@ def _bare_card(text: str):
     return None
 
 
+# A launch names more models than the one it trains: OpenRLHF's --reward_pretrain/--critic_pretrain/--ref_pretrain,
+# TRL's --reward_model_path/--ref_model, verl's critic.model.path/reward_model.model.path. Only the policy
+# (--pretrain, actor_rollout_ref.model.path, --model_name_or_path) is model.name; the others' values are blanked.
+_OTHER_MODEL = re.compile(r"(?<![\w.-])(?:--)?(?:(?:reward|critic|ref|reference)_pretrain|(?:reward|critic|ref|reference)_model"
+                          r"(?:_name_or_path|_path|_name)?|(?:critic|ref|reward_model|rm)\.model\.path)"
+                          r"""(?:[ \t]{1,4}|[ \t]{0,2}[=:][ \t]{0,2})["']?([^\s"',;]{1,300})""", _I)
+
+
+def _without_other_models(text: str) -> str:
+    if "_pretrain" not in text and "_model" not in text and "model.path" not in text:
+        return text
+    return _OTHER_MODEL.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + " " * len(m.group(1)), text)
+
+
 def extract(text: str) -> Iterator[Finding]:
     from ..catalog import find_gpu_mentions, find_model_mentions, find_model_names
 
+    text = _without_other_models(text)
     model = next(iter(find_model_mentions(text)), None) or next(iter(find_model_names(prose(text))), None)
     if model is not None:
         model_id, matched = model
@@ -292,7 +376,7 @@ def extract(text: str) -> Iterator[Finding]:
             names += named
             if names > MAX_NAMES_SKIPPED:
                 break
-            value = None if _denied(fact, match, text) or named else _value(kind, match, text)
+            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) else _value(kind, match, text)
             if value is not None:
                 best[fact] = (match.start(), order, value, match)
                 break
@@ -300,6 +384,9 @@ def extract(text: str) -> Iterator[Finding]:
     if plain is not None:
         best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
     for fact, (_, _, value, match) in sorted(best.items(), key=lambda item: item[1][:2]):
+        if value == "not_flash":
+            # Without flash attention the kernel is eager or SDPA, which the words do not say.
+            value = unknown("flash")
         yield Finding(fact, value, snippet(text, match.start(), match.end()))
 
 
@@ -344,10 +431,13 @@ def _value(kind, match: re.Match, text: str):
         number, unit = (g for g in match.groups() if g)
         gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
         return gib if 1 <= gib <= 65536 else None
+    if kind == "share":
+        value = float(match.group(1))
+        return value if 0 < value <= 1 else None
     if kind == "params":
         value = float(match.group(1))
         return value if 0.05 <= value <= 2000 else None
     if kind is int:
-        value = int(match.group(1))
+        value = int(next(g for g in match.groups() if g))
         return value if value > 0 else None
     return kind
