@@ -32,10 +32,12 @@ torch-deps: $(VENV)/.test
 	else echo "torch tests: skipped unless CI=true or WITH_TORCH=1 (make test WITH_TORCH=1)"; fi
 
 # The suite runs on every core (pytest-xdist); PYTEST_ARGS adds to it (make test PYTEST_ARGS="-k slack").
+# Bytecode is cached even where the environment sets PYTHONDONTWRITEBYTECODE: every live gunicorn and CLI
+# subprocess would otherwise compile the package from source, and pytest would rewrite every test module again.
 test: $(VENV)/.test browser-deps torch-deps
-	$(BIN)/python -m pytest -q -n auto $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto $(PYTEST_ARGS)
 
 # The edit loop: no browser, no live server, no torch; a minute or two.
 test-fast: $(VENV)/.test
-	$(BIN)/python -m pytest -q -n auto -m "not browser and not server" \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto -m "not browser and not server" \
 		--ignore-glob='tests/test_*_measured.py' --ignore=tests/test_catalog_meta.py $(PYTEST_ARGS)
