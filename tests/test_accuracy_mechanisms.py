@@ -219,8 +219,9 @@ def test_unfused_experts_count_one_experts_gradients():
         tokens * (2 * p * d.hidden + 3 * p * d.moe_intermediate * d.experts_active))
 
 
-def test_re_measured_where_bitsandbytes_is_installed():
-    pytest.importorskip("bitsandbytes", reason="bitsandbytes is not a test dependency; its CPU backend runs these")
+def test_re_measured_on_bitsandbytes_cpu_backend():
+    from conftest import require
+    require("bitsandbytes")  # installed by make test in CI (bench/accuracy/requirements.txt), so never skipped there
     import measure_mechanisms as mm
 
     case = next(c for c in mm.QLORA_CASES if c["name"] == "qlora/kbit/b2s64")
