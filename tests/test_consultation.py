@@ -228,3 +228,37 @@ def test_a_sentence_naming_a_catalog_model_is_estimated_with_its_architecture(se
     assert reply["lang"] == lang
     assert {f["name"]: f["value"] for f in reply["facts"]}["model.name"] == model_id
     assert reply["estimate"]["total_params"] == total_params
+
+
+@pytest.mark.parametrize("text", [
+    "gemma-2-9b full finetune with deepspeed zero2 on 4x A100 40GB, bs 8 seq 1024 -> CUDA OOM in optimizer.step()",
+    "Qwen2.5-7B 全参微调，2 张 A100 40G，deepspeed zero2，batch 8，序列长度 2048，报错在优化器更新时 CUDA out of memory",
+])
+def test_a_failure_in_the_optimizer_step_is_judged_at_that_moment(text):
+    reply = C.diagnose(text)
+    ids = [d["id"] for d in reply["diagnoses"]]
+    # Backward had freed the activations and the logits: a failure here says they fitted.
+    assert ids[0] == "optimizer_states"
+    assert "activations_too_large" not in ids and "logits_large_vocab" not in ids
+    failed = reply["estimate"]["failed_moment"]
+    assert failed["name"] == "optimizer step" and failed["gib"] < reply["estimate"]["per_gpu_gib"]
+    capacity = reply["estimate"]["gpu_capacity_gib"]
+    first = reply["remedies"][0]
+    # The first remedy makes the moment that failed fit, and says so, though the assumed activation peak does not.
+    assert first["failed_moment_after_gib"] <= capacity and first["fits_after"] is True
+    assert first["estimate_after_gib"] > capacity
+    assert "so the forward and backward passes fitted" in reply["text"] or "说明前向和反向传播都放得下" in reply["text"]
+
+
+def test_qlora_weights_over_the_card_say_so_and_rank_what_can_fit():
+    reply = C.diagnose((Path(__file__).parent / "fixtures" / "rules" / "qlora_70b_one_24g_card.txt").read_text())
+    top = reply["diagnoses"][0]
+    assert top["id"] == "model_too_large_for_gpu" and top["confidence"] >= 0.9
+    assert any("4 bits" in why for why in top["why"])
+    ids = [r["id"] for r in reply["remedies"]]
+    # Only more cards or a larger one can hold 37 GiB of 4-bit weights; ZeRO-3 on the one card only adds to it.
+    assert set(ids[:2]) == {"more_gpus", "bigger_gpu"} and "zero3" not in ids
+    more = next(r for r in reply["remedies"] if r["id"] == "more_gpus")
+    assert "--num_processes 2 " in more["change"]["launch"]
+    # A larger card lowers no moment of the step, yet with checkpointing or offloading it is what fits.
+    assert any("bigger_gpu" in plan["remedies"] and plan["fits_after"] for plan in reply["plans"])

@@ -19,8 +19,11 @@ MIN_CONFIDENCE = 0.2
 MIN_SAVING_GIB = 0.25
 MIN_SAVING_SHARE = 0.02
 # The phase a failure happened in, as the estimate's moment of the step.
-FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation"}
-MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate"}
+FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation", "optimizer": "optimizer step"}
+MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate", "optimizer step": "optimizer"}
+# Moments that come after the step's forward and backward: a failure there shows those fitted, so whether the
+# set-up fits is judged at the moment that failed, not at an activation peak the run already got past.
+AFTER_BACKWARD = {"optimizer step"}
 
 
 def failed_moment(phase: Any, result: Any) -> str | None:
@@ -62,6 +65,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
         values = {**{a.fact: a.value for a in current.assumptions}, **values}
     own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
+    failed = failed_moment(values.get("phase"), current.result) if current is not None else None
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
@@ -71,8 +75,9 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (guessed and remedy_id in own):
-            continue  # the estimate says it would not help this set-up
+        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (
+                guessed and remedy_id in own and after.result.per_gpu_gib <= current.result.per_gpu_gib):
+            continue  # the estimate says it would not help this set-up (and it makes the peak worse)
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
     if not out and current is not None and diagnoses:
         # The estimate sees no saving anywhere: it does not model this failure (a generation it cannot size),
@@ -84,19 +89,19 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
                                         apply_whatif(values, remedy.whatif)))
     if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif current is not None and current.result.fits is False and stated.get("log.after_steps") is not True:
+    elif current is not None and fits_at(current, failed) is False and stated.get("log.after_steps") is not True:
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
         # helps while the weights alone exceed the card); among what falls short, the diagnosis's order weighed
         # by how much each saves of the moment that failed (evaluation when that is where it died).
-        moment = failed_moment(values.get("phase"), current.result)
+        moment = failed
         # The likeliest cause's own remedy that the estimator cannot price (a fused loss) is not known to fall
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
         def key(p: Prescription):
-            fits = p.after.result.fits if p.after is not None else p.remedy in own
+            fits = fits_at(p.after, moment) if p.after is not None else p.remedy in own
             return (not fits, not _can_fit(p.after or current), -(p.score if fits else _weighed(p, current, moment)), p.remedy)
         out.sort(key=key)
     else:
@@ -114,6 +119,13 @@ def _weighed(p: Prescription, current: Estimation, moment: str | None = None) ->
     else:
         before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
     return p.score * (0.75 + max(0.0, before - now) / before / 2)
+
+
+def fits_at(est: Estimation, moment: str | None) -> bool | None:
+    """Whether an estimate fits the card, at the moment that failed when forward and backward evidently fitted."""
+    if moment in AFTER_BACKWARD and est.result.gpu_memory_gib and est.result.at(moment) is not None:
+        return est.result.at(moment) <= est.result.gpu_memory_gib
+    return est.result.fits
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:

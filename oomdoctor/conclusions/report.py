@@ -90,7 +90,11 @@ def _remarks(reply: dict[str, Any], evaluation, values: dict[str, Any], kb: Know
                                                    value=show(r["failed_moment_after_gib"]))
     result = evaluation.estimation.result
     remarks.extend(say_estimate(est, evaluation.estimation, kb, lang))
-    if values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
+    if moment and moment["name"] in prescription.AFTER_BACKWARD and values.get("estimate.training_exceeds_gpu") is True:
+        # It died after backward, so forward and backward fitted: the estimate's activations are heavier than what ran.
+        remarks.append(kb.text("report.contradicted_backward", lang, value=show(result.training_gib),
+                               capacity=show(result.gpu_memory_gib)))
+    elif values.get("log.after_steps") is True and values.get("estimate.training_exceeds_gpu") is True:
         # Steps completed, so a training step fitted: whatever the estimate assumed is heavier than what ran.
         remarks.append(kb.text("report.contradicted", lang, value=show(result.training_gib),
                                capacity=show(result.gpu_memory_gib)))
@@ -206,7 +210,7 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", unknown: list[str], quest
                 "effect": remedy.effect[lang],
                 "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]},
                 "estimate_after_gib": _round(p.after.result.per_gpu_gib) if p.after else None,
-                "fits_after": p.after.result.fits if p.after else None,
+                "fits_after": prescription.fits_at(p.after, failed) if p.after else None,
                 "failed_moment_after_gib": _round(p.after.result.at(failed)) if p.after and failed else None,
                 "breakdown_after": _breakdown(p.after),
                 "change": prescription.change_for(p, kb, lang),

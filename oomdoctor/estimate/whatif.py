@@ -170,6 +170,12 @@ def _merge(changes: list[dict]) -> dict:
     return merged
 
 
+def _more_room(after: Estimate, before: Estimate) -> bool:
+    """Whether a change leaves more headroom on the card (a larger card) though it lowers no moment."""
+    return after.headroom_gib is not None and before.headroom_gib is not None and \
+        after.headroom_gib > before.headroom_gib + 1e-9
+
+
 def search(setup: Setup, remedies: Iterable[Any], max_combination: int = 3, limit: int = 10) -> Search:
     """Each remedy alone, then the cheapest combinations of 2–3 that fit.
 
@@ -212,9 +218,11 @@ def search(setup: Setup, remedies: Iterable[Any], max_combination: int = 3, limi
         return cache[key]
 
     # A remedy that lowers no moment of this set-up's step (evaluation remedies where nothing is evaluated)
-    # is not an option here, alone or in a combination.
+    # is not an option here, alone or in a combination; one that only enlarges the card lowers nothing
+    # and is still an option.
     useless = {i for i in range(len(entries)) if (o := option((i,))) is not None and not any(
-        o.estimate.moments.get(name, 0.0) < total - 1e-9 for name, total in base.moments.items())}
+        o.estimate.moments.get(name, 0.0) < total - 1e-9 for name, total in base.moments.items())
+        and not _more_room(o.estimate, base)}
     skipped += [(entries[i][0], "lowers nothing in this set-up") for i in sorted(useless)]
     entries = [e for i, e in enumerate(entries) if i not in useless]    # the cache is keyed by id: still valid
     singles = [o for o in (option((i,)) for i in range(len(entries))) if o is not None]

@@ -163,10 +163,12 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
                          r"\s{1,3}(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM)\b", _I), "evaluation"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:model\s{1,3})?load(?:ing)?\b|"
+                         # "OOM at model loading", "on checkpoint load", "in from_pretrained"
+                         r"\b(?:at|on|during|in)\s{1,3}(?:the\s{1,3})?(?:model|checkpoint|weights?)\s{1,3}load(?:ing)?\b|\bin\s{1,3}from_pretrained\b|"
                          # "while the model is loading", "when the checkpoint shards are being loaded"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3})?(?:(?:next|second|new|other|reference|reward|base|policy)\s{1,3})?(?:model|weights|checkpoint(?:\s{1,3}shards)?)\s{1,3}(?:is|are|was|were)"
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
-                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半)|"
+                         r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半|阶段)|"
                          # "加载到第 18 个分片的时候": loading the checkpoint's shards
                          r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
