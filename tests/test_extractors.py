@@ -692,6 +692,35 @@ def test_recipe_script_and_class_names():
         "dist.strategy"] == "fsdp"
 
 
+@pytest.mark.parametrize("text, toolkit", [
+    ("用 LLaMA-Factory 在 2 张 3090 上 lora 微调 Qwen2.5-14B", "llamafactory"),
+    ("用LLaMA-Factory微调 qwen2", "llamafactory"),
+    ("llamafactory 训练 qwen2 报 OOM", "llamafactory"),
+    ("I'm fine-tuning with LLaMA-Factory on 8xA100", "llamafactory"),
+    ("using ms-swift to sft qwen2-vl-7b", "ms_swift"),
+    ("使用ms-swift进行 lora 训练", "ms_swift"),
+    # a name without a word of using it: a comparison, a link or a move away
+    ("Same issue as LLaMA-Factory #1234", None),
+    ("LLaMA-Factory vs axolotl: which uses less memory?", None),
+    ("I switched from LLaMA-Factory to axolotl", None),
+    ("see github.com/hiyouga/LLaMA-Factory/issues/123", None),
+    ("trained with llama-factory-fork", None),
+])
+def test_a_toolkit_named_in_words_is_only_named(text, toolkit):
+    read = facts(launch, text)
+    assert read.get("toolkit.named") == toolkit
+    # Its config unseen, the toolkit's defaults are assumptions, not facts (the config may switch them off).
+    assert "toolkit" not in read
+
+
+def test_a_named_toolkit_assumes_its_checkpointing_and_still_asks():
+    from oomdoctor.consultation import default
+    reply = default().diagnose("用 LLaMA-Factory 做 qwen2.5-7b 的 lora 微调，单卡 3090，cutoff_len 4096，batch 开到 4，一开始训练就爆显存了")
+    assumed = {a["fact"]: a["value"] for a in reply["assumptions"] if a["fact"]}
+    assert assumed["train.grad_checkpointing"] is True
+    assert "train.grad_checkpointing" not in {f["name"] for f in reply["facts"]}
+
+
 # --- comments, names, counts in every form (issue #10's config corpus, read again after the merge) ------------
 import re  # noqa: E402
 

@@ -5,7 +5,7 @@ torchtune's recipe names say the method and, for `*_distributed`, FSDP (`full_fi
 example scripts say the objective (`SFTTrainer`, `GRPOConfig`, `sft.py`, `dpo.py`), as do
 LLaMA-Factory's workflow functions in a traceback (`run_sft(`); an accelerate config named for
 FSDP or plain multi-GPU says the strategy; `llamafactory-cli train`, `finetuning_type`, `swift sft`
-or `swift rlhf` say which toolkit's defaults apply. Only the running script's own name counts, not a
+or `swift rlhf` say which toolkit's defaults apply, and so does a sentence saying the run uses one. Only the running script's own name counts, not a
 directory on its path.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Iterator
 from . import Finding
 
 NAME = "launch"
-PRODUCES = {"train.method", "dist.strategy", "train.objective", "toolkit"}
+PRODUCES = {"train.method", "dist.strategy", "train.objective", "toolkit", "toolkit.named"}
 
 _RECIPE = re.compile(r"(?<![A-Za-z])(lora|qlora|full)_finetune_?[ \t]{0,2}\n?[ \t]{0,2}_?(single_device|distributed)\b")
 _OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo": "orpo", "ppo": "ppo", "reward": "reward",
@@ -35,6 +35,16 @@ _TOOLKIT_KEYS = (
     ("llamafactory", re.compile(r"(?:^|\n)[ \t]{0,8}finetuning_type[ \t]{0,3}:|--finetuning_type\b|'--finetuning_type'")),
     ("ms_swift", re.compile(r"--sft_type\b")),
 )
+# Last, the toolkit a user says they run it with: its name beside a word of using it ("用 LLaMA-Factory 微调",
+# "with ms-swift"). The name alone may be a comparison or a link, so it needs the verb or preposition. With no
+# command or config in sight, its defaults are only assumptions (``toolkit.named``): the config may switch them off.
+_TOOLKIT_NAMES = {"llamafactory": r"(?:LLaMA|Llama|llama)[- _]?(?:Factory|factory)|LlamaFactory|llamafactory",
+                  "ms_swift": r"ms[- _]swift|(?<![A-Za-z0-9_])msswift"}
+_TOOLKIT_WORDS = tuple(
+    (toolkit, re.compile(r"\b(?:using|use|used|uses|with|via|through|run\s{1,3}by)\s{1,3}(?:the\s{1,3})?(?:" + name + r")(?![A-Za-z0-9_-])|"
+                         r"(?:用|使用|通过|基于|拿|借助)\s{0,2}(?:" + name + r")(?![A-Za-z0-9_-])|"
+                         r"(?<![A-Za-z0-9_-])(?:" + name + r")\s{0,2}(?:微调|训练|跑|做|进行)"))
+    for toolkit, name in _TOOLKIT_NAMES.items())
 _ACCELERATE_CONFIG = re.compile(r"--config_file[= ][\"']?([\w./-]{1,200})")
 
 
@@ -63,11 +73,11 @@ def extract(text: str) -> Iterator[Finding]:
     if len(objectives) == 1:
         objective, detail = next(iter(objectives.items()))
         yield Finding("train.objective", objective, detail)
-    for markers in (_TOOLKIT_COMMANDS, _TOOLKIT_KEYS):
+    for markers, fact in ((_TOOLKIT_COMMANDS, "toolkit"), (_TOOLKIT_KEYS, "toolkit"), (_TOOLKIT_WORDS, "toolkit.named")):
         toolkits = {toolkit: " ".join(m.group(0).split()) for toolkit, pattern in markers if (m := pattern.search(text))}
         if toolkits:
             if len(toolkits) == 1:
-                yield Finding("toolkit", *next(iter(toolkits.items())))
+                yield Finding(fact, *next(iter(toolkits.items())))
             break
     strategies = set()
     for m in _ACCELERATE_CONFIG.finditer(text):
