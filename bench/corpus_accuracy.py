@@ -1,12 +1,13 @@
 """Accuracy of the diagnosis on the evidence corpus (tests/corpus).
 
-    .venv/bin/python bench/corpus_accuracy.py [--one-shot] [--blind]
+    .venv/bin/python bench/corpus_accuracy.py [--one-shot] [--blind | --blind-set N]
 
 Prints the confusion matrix of what ran out (oom_kind), top-1 and top-3 accuracy
 per labelled scenario, fact exactness, and every miss with what was diagnosed
 instead. Cases with `needs_answer` are judged on the consultation's report unless
 --one-shot is given; --blind keeps only the cases whose sidecar says `blind: true`
-(added, with their labels, before the service was first run on them). The outcomes are computed by tests/test_corpus.py's runner,
+(added, with their labels, before the service was first run on them); --blind-set N keeps
+one blind set alone (`blind_set: N`: 2, 3, ...). The outcomes are computed by tests/test_corpus.py's runner,
 so this table and the test can never disagree.
 """
 from __future__ import annotations
@@ -41,10 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one-shot", action="store_true", help="judge needs_answer cases without the consultation")
     parser.add_argument("--blind", action="store_true", help="only the cases labelled blind: true")
+    parser.add_argument("--blind-set", type=int, metavar="N", help="only the cases labelled blind_set: N")
     args = parser.parse_args(argv)
     runner = _runner()
-    if args.blind:
-        results = [runner.run_case(*case) for case in runner.CASES if case[1].get("blind")]
+    if args.blind or args.blind_set is not None:
+        cases = runner.select_cases(runner.CASES, blind=args.blind, blind_set=args.blind_set)
+        if not cases:
+            parser.error(f"no corpus case is labelled blind_set: {args.blind_set}")
+        results = [runner.run_case(*case) for case in cases]
     else:
         results = list(runner.outcomes())
     if args.one_shot:

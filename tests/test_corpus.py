@@ -129,6 +129,15 @@ def run_case(slug: str, label: dict, log: str, consultant=None) -> Outcome:
     )
 
 
+def select_cases(cases, blind: bool = False, blind_set: int | None = None) -> list[tuple[str, dict, str]]:
+    """The cases one bench run covers: all, those labelled `blind: true`, or one blind set (`blind_set: N`)."""
+    if blind_set is not None:
+        return [case for case in cases if case[1].get("blind_set") == blind_set]
+    if blind:
+        return [case for case in cases if case[1].get("blind")]
+    return list(cases)
+
+
 @functools.lru_cache(maxsize=1)
 def outcomes() -> tuple[Outcome, ...]:
     return tuple(run_case(slug, label, log) for slug, label, log in load_cases())
@@ -177,3 +186,12 @@ def test_every_labelled_scenario_and_fact_is_known():
         for other in label.get("also") or ():
             assert other in kb.scenarios, (slug, other)
         assert set(label.get("facts") or {}) <= set(FACTS), slug
+
+
+def test_a_blind_set_selects_its_own_cases_only():
+    """bench/corpus_accuracy.py --blind-set N measures one held-out set; it must neither drop nor borrow cases."""
+    by_set = {n: {slug for slug, _, _ in select_cases(CASES, blind_set=n)} for n in (2, 3)}
+    assert by_set[2] and by_set[3] and not by_set[2] & by_set[3]
+    for slug, label, _ in CASES:
+        assert (slug in by_set[3]) == (label.get("blind_set") == 3), slug
+    assert by_set[3] <= {slug for slug, _, _ in select_cases(CASES, blind=True)}
