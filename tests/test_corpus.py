@@ -190,8 +190,11 @@ def test_every_labelled_scenario_and_fact_is_known():
 
 def test_a_blind_set_selects_its_own_cases_only():
     """bench/corpus_accuracy.py --blind-set N measures one held-out set; it must neither drop nor borrow cases."""
-    by_set = {n: {slug for slug, _, _ in select_cases(CASES, blind_set=n)} for n in (2, 3)}
-    assert by_set[2] and by_set[3] and not by_set[2] & by_set[3]
+    by_set = {n: {slug for slug, _, _ in select_cases(CASES, blind_set=n)} for n in (2, 3, 4)}
+    assert by_set[2] and by_set[3] and by_set[4]
+    assert not by_set[2] & by_set[3] and not by_set[3] & by_set[4] and not by_set[2] & by_set[4]
     for slug, label, _ in CASES:
-        assert (slug in by_set[3]) == (label.get("blind_set") == 3), slug
-    assert by_set[3] <= {slug for slug, _, _ in select_cases(CASES, blind=True)}
+        for n in (3, 4):
+            assert (slug in by_set[n]) == (label.get("blind_set") == n), slug
+    blind = {slug for slug, _, _ in select_cases(CASES, blind=True)}
+    assert by_set[3] <= blind and by_set[4] <= blind
