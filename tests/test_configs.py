@@ -31,10 +31,7 @@ NOT_READ = {"dist.multi_gpu"}
 FLOAT_TOL = 0.005
 # Wrong reads made by readers that are not config readers, listed so that they stay visible until fixed
 # where they are made; the test fails on any other wrong read, and on a listed one that is no longer made.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("vllm-example-openai-server-tp2", "dist.num_gpus"):
-        "gpu_count reads CUDA_VISIBLE_DEVICES on a vLLM server's own command line as the training GPUs",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def in_scope(name: str) -> bool:

@@ -180,7 +180,8 @@ def matrix() -> list[dict[str, Any]]:
         runs = tried(name) if name not in NOT_TRIED else ()
         rows.append({"input": name, "fact": fact, "cli": name in flags, "rest": name in fields, "mcp": name in arguments,
                      "readers": read.get(fact, []), "questions": asked.get(fact, []),
-                     "moves": any(r["figures"] for r in runs), "shown_en": any(r["en"] for r in runs),
+                     "moves": any(r["figures"] for r in runs), "verdict": any(r["verdict"] for r in runs),
+                     "shown_en": any(r["en"] for r in runs),
                      "shown_zh": any(r["zh"] for r in runs),
                      "lines": sorted({k for r in runs for k in r["new_lines"] if k.startswith("derive.")})})
     return rows
@@ -319,3 +320,59 @@ def test_rest_over_gunicorn_takes_every_input_and_words_its_derivation(server, l
             assert line in reply["estimate"]["derivation"], (name, line)
     status, refused = _post(server, {**TOGETHER, "vllm_gpu_memory_utilization": "most", "lang": lang})
     assert status == 400 and "vllm_gpu_memory_utilization" in refused["error"]
+
+
+# ---------------------------------------------------------------- follow-up questions in a consultation
+
+GRPO_COLOCATED = (ROOT / "tests" / "fixtures" / "rules" / "grpo_vllm_colocate_share_unstated.txt").read_text()
+LONG_CONTEXT_FSDP = (
+    "torchrun --nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.1-8B --bf16 "
+    "--per_device_train_batch_size 1 --max_seq_length 65536 --gradient_checkpointing --fsdp 'full_shard auto_wrap' "
+    "--attn_implementation flash_attention_2\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 15.66 GiB. "
+    "GPU 0 has a total capacity of 79.19 GiB of which 3.02 GiB is free.")
+
+
+def _until(consultant, text: str, lang: str, wanted: str, answers: dict[str, str]):
+    """Answer the consultation's questions until `wanted` is asked; the state and reply at that point."""
+    from oomdoctor.consultation import State
+
+    state, reply = consultant.take_turn(State(), text, lang=lang)
+    for _ in range(4):
+        asked = reply["questions"][0]["id"] if reply["questions"] else None
+        if asked in (wanted, None):
+            break
+        state, reply = consultant.take_turn(state, answers.get(asked, "skip"), lang=lang)
+    return state, reply
+
+
+@pytest.mark.parametrize("lang, share_words", [("en", "vllm_gpu_memory_utilization"), ("zh", "共用 GPU 的 vLLM")])
+def test_vllms_share_is_asked_in_a_colocated_grpo_oom_and_the_answer_moves_the_estimate(lang, share_words):
+    from oomdoctor.consultation import default
+
+    consultant = default()
+    state, reply = _until(consultant, GRPO_COLOCATED, lang, "ask_vllm_share", {"ask_seq_len": "1536"})
+    question = reply["questions"][0]
+    assert question["id"] == "ask_vllm_share" and share_words in question["text"]
+    before = reply["estimate"]["per_gpu_gib"]
+    state, after = consultant.take_turn(state, "0.9", lang=lang)
+    assert {"name": "rl.vllm_memory_share", "value": 0.9} in [{"name": f["name"], "value": f["value"]}
+                                                              for f in after["facts"]]
+    assert after["estimate"]["per_gpu_gib"] > before + 30          # 0.6 more of an 80 GB card
+    assert after["diagnoses"][0]["id"] == "rl_rollout_memory"
+    assert any("0.9 ×" in line for line in after["estimate"]["derivation"])
+
+
+@pytest.mark.parametrize("lang, answer", [("en", "4"), ("zh", "切成 4 份")])
+def test_the_context_parallel_degree_is_asked_for_a_long_context_on_8_gpus_and_divides_the_estimate(lang, answer):
+    from oomdoctor.consultation import default
+
+    consultant = default()
+    state, reply = _until(consultant, LONG_CONTEXT_FSDP, lang, "ask_context_parallel", {"ask_loss": "1"})
+    assert reply["questions"][0]["id"] == "ask_context_parallel"
+    before = reply["estimate"]["per_gpu_gib"]
+    state, after = consultant.take_turn(state, answer, lang=lang)
+    facts = {f["name"]: f["value"] for f in after["facts"]}
+    assert facts.get("dist.context_parallel") == 4
+    assert after["estimate"]["per_gpu_gib"] < before / 2
+    words = "context parallel over 4 GPUs" if lang == "en" else "上下文并行，4 张 GPU"
+    assert any(words in line for line in after["estimate"]["derivation"])

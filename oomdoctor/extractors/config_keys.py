@@ -480,7 +480,7 @@ def _apply_format_meanings(candidates: dict, excluded: dict, unsure: set, raw_of
         add("dist.strategy", "deepspeed", "zero_stage", rank=0)
 
 
-def _vllm_engine_spans(text: str) -> list[tuple[int, int]]:
+def vllm_engine_spans(text: str) -> list[tuple[int, int]]:
     """Where a vLLM engine's command (continued over trailing backslashes) or constructor call runs."""
     spans = []
     for m in _VLLM_ENGINE.finditer(text):
@@ -516,7 +516,7 @@ def _closing(text: str, start: int, limit: int = 4000) -> int:
 
 def _drop_vllm_engine_settings(candidates: dict, text: str) -> None:
     """Settings written to a vLLM engine describe the rollout engine, not the training job."""
-    spans = _vllm_engine_spans(text)
+    spans = vllm_engine_spans(text)
     if not spans:
         return
     for fact, found in list(candidates.items()):
