@@ -1091,3 +1091,13 @@ def test_training_gpus_are_read_beside_a_vllm_server_on_other_gpus():
     assert got["dist.num_gpus"] == 4 and got["rl.vllm"] == "server"
     assert observed("tensor_parallel_size: 2\n\nvllm serve Qwen/Qwen2.5-7B --tensor-parallel-size 4\n")[
         "dist.tensor_parallel"] == 2
+
+
+@pytest.mark.parametrize("text, upcast", [
+    ("model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n", True),
+    ("model = prepare_model_for_int8_training(model)\n", True),
+    ("# model = prepare_model_for_kbit_training(model)\n", None),
+    ("from peft import LoraConfig, prepare_model_for_kbit_training\n", None),
+])
+def test_peft_kbit_preparation_is_read_where_it_is_called(text, upcast):
+    assert observed(text).get("train.kbit_upcast") is upcast
