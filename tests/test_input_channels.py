@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import subprocess
 import sys
 import urllib.request
@@ -23,9 +22,9 @@ import pytest
 from oomdoctor import knowledge
 from oomdoctor.conclusions.report import estimate_dict
 from oomdoctor.conclusions.sizing import estimate_from, say_derivation
-from oomdoctor.estimate import Line
 from oomdoctor.named_inputs import (INPUTS, EstimateInputError, describe, estimate_reply, facts_from_inputs,
                                     host_verdict)
+from test_estimate_derivation import _keys as _lines
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = knowledge.default()
@@ -65,15 +64,6 @@ NOT_TRIED = {"config"}
 def _values(name: str) -> tuple:
     spec = SPECS[name]
     return TRIED_BY_NAME.get(name) or tuple(spec.values) or TRIED.get(spec.type, ())
-
-
-def _lines(line: Line) -> set[str]:
-    keys = {line.key}
-    for value in line.params.values():
-        for v in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(v, Line):
-                keys |= _lines(v)
-    return keys
 
 
 @functools.lru_cache(maxsize=None)
