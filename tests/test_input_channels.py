@@ -366,3 +366,15 @@ def test_the_context_parallel_degree_is_asked_for_a_long_context_on_8_gpus_and_d
     assert after["estimate"]["per_gpu_gib"] < before / 2
     words = "context parallel over 4 GPUs" if lang == "en" else "上下文并行，4 张 GPU"
     assert any(words in line for line in after["estimate"]["derivation"])
+
+
+def test_a_pasted_tensor_parallel_config_that_does_not_fit_is_diagnosed_and_its_fewest_gpus_divide_the_groups():
+    """min_gpus tried GPU counts the parallel groups do not divide: the set-up refused them and diagnose raised."""
+    from oomdoctor.consultation import default
+
+    text = ("base_model: meta-llama/Meta-Llama-3-8B\ntensor_parallel_size: 2\nsequence_len: 2048\nmicro_batch_size: 1\n"
+            "gradient_checkpointing: true\nbf16: true\n2x A100 40GB\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    est = default().diagnose(text)["estimate"]
+    assert est["fits"] is False and any("tensor parallel over 2 GPUs" in line for line in est["derivation"])
+    assert est["min_gpus"] is not None and est["min_gpus"] > 2 and est["min_gpus"] % 2 == 0
