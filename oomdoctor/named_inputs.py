@@ -50,7 +50,7 @@ INPUTS = {
     "generation_batch_size": "rl.generation_batch_size", "max_prompt_length": "rl.prompt_len",
     "vllm": "rl.vllm", "vllm_gpu_memory_utilization": "rl.vllm_memory_share", "vllm_sleep": "rl.vllm_sleep",
     "beta": "rl.beta", "precompute_ref_log_probs": "rl.precompute_ref", "reward_model": "rl.reward_model",
-    "fp8": "train.fp8",
+    "fp8": "train.fp8", "kbit_upcast": "train.kbit_upcast",
 }
 
 
@@ -246,6 +246,7 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
                        "cost": {"speed": remedy.cost_speed[lang], "quality": remedy.cost_quality[lang]}})
     whatif.sort(key=lambda w: (not w["fits_after"], w["estimate_after_gib"]))
     est = estimate_dict(estimation, capacity)
+    est.update(host_verdict(est["host_ram_gib"], values.get("host.ram_total_gib")))
     est["remarks"] = say_estimate(est, estimation, kb, lang)
     return {
         "lang": lang,
@@ -258,6 +259,12 @@ def estimate_reply(inputs: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         + estimate_assumptions(estimation, kb, lang),
         "whatif": whatif,
     }
+
+
+def host_verdict(needed_gib: float | None, total_gib: float | None) -> dict[str, Any]:
+    """The host RAM given (host_ram_gib) held against what the estimate needs, as the rules hold it."""
+    fits = None if needed_gib is None or total_gib is None else needed_gib <= total_gib
+    return {"host_capacity_gib": total_gib, "host_fits": fits}
 
 
 def _why_no_model(values: dict[str, Any]) -> str:

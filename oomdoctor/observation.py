@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .estimate.setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup
+from .estimate.setup import OPTIONAL_POSITIVE_INTS, POSITIVE_INTS, Setup, is_count
 from .estimate.whatif import FIELDS
 from .extractors import Finding, Unknown, registry
 from .knowledge import KnowledgeBase
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 # Setup fields that take a tuple of module names; facts hold lists. A model has a handful of
 # distinct linear modules, so more names than this are no list of them.
 _TUPLES = ("lora_targets", "modules_to_save")
+_DIVIDE_THE_GPUS = ("context_parallel", "tensor_parallel")
 MAX_NAMES, MAX_NAME_CHARS = 64, 200
 
 
@@ -81,8 +82,11 @@ def refusal(name: str, value: Any, counts: bool = True) -> str | None:
                 and all(isinstance(name, str) and len(name) <= MAX_NAME_CHARS for name in value)):
             return f"{field} must be a list of at most {MAX_NAMES} module names"
         value = tuple(value)
+    # A parallel degree is checked against the GPU count only where the set-up is whole (from_facts sets
+    # aside one that does not divide it, and says so): alone, it is given as many GPUs as it names.
+    alone = {"num_gpus": value} if field in _DIVIDE_THE_GPUS and is_count(value) else {}
     try:
-        Setup(model=None, **{field: value})
+        Setup(model=None, **{field: value}, **alone)
     except (ValueError, TypeError) as exc:
         return str(exc)
     return None

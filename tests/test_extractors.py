@@ -1068,3 +1068,65 @@ def test_models_trained_one_after_another_in_one_process(text):
 ])
 def test_vllms_share_of_the_card_in_words(text, share):
     assert observed(text)["rl.vllm_memory_share"] == pytest.approx(share)
+
+
+# Issue #13's inputs: a value that says "off", "none" or "decided at run time" sets nothing (or rules the on-value out).
+@pytest.mark.parametrize("text, fact", [
+    ("use_liger_kernel: false\n", "train.loss"),
+    ("cut_cross_entropy: null\n", "train.loss"),
+    ("plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\ncut_cross_entropy: false\nbf16: true\n",
+     "train.loss"),
+    ("chunked_cross_entropy: false\n", "train.loss"),
+    ("activation_offloading: disk\n", "train.activation_offload"),
+    ("vllm_gpu_memory_utilization: auto\n", "rl.vllm_memory_share"),
+    ("context_parallel_size: None\n", "dist.context_parallel"),
+    ("tensor_parallel_size: null\n", "dist.tensor_parallel"),
+    ("fp8_backend: auto\nfp8: true\n", "train.fp8"),
+    ("mixed_precision: fp8\n", "train.fp8"),
+    ("fp8_config:\n  backend: MSAMP\n", "train.fp8"),
+])
+def test_issue13_readers_set_nothing_from_off_empty_or_auto(text, fact):
+    assert fact not in observed(text)
+
+
+@pytest.mark.parametrize("text, fact, value", [
+    ("plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n", "train.loss", "cce"),
+    ("chunked_cross_entropy: true\n", "train.loss", "chunked"),
+    ("activation_offloading: legacy\n", "train.activation_offload", True),
+    ("enable_activation_offloading: False\n", "train.activation_offload", False),
+    ("parallelism_config:\n  parallelism_config_sp_size: 4\n", "dist.context_parallel", 4),
+    ("megatron sft --tensor_model_parallel_size 4 --context_parallel_size 2\n", "dist.tensor_parallel", 4),
+    ("fp8_config:\n  backend: AO\n", "train.fp8", "torchao"),
+    ("convert_to_float8_training(model, config=config)\n", "train.fp8", "torchao"),
+    ("accelerator = Accelerator(mixed_precision='fp8', kwargs_handlers=[TERecipeKwargs()])\n", "train.fp8", "te"),
+])
+def test_issue13_readers_read_what_the_config_says(text, fact, value):
+    assert observed(text)[fact] == value
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA_VISIBLE_DEVICES=0,1 trl vllm-serve --model Qwen/Qwen2.5-7B --tensor-parallel-size 2\n",
+    "vllm serve Qwen/Qwen2.5-7B-Instruct \\\n  --tensor-parallel-size 4 \\\n  --gpu-memory-utilization 0.9\n",
+    "llm = LLM(\n    model='Qwen/Qwen2.5-7B',\n    tensor_parallel_size=2,\n)\n",
+])
+def test_a_vllm_engines_tensor_parallel_size_and_gpus_are_not_the_training_jobs(text):
+    got = observed(text)
+    assert "dist.tensor_parallel" not in got and "dist.num_gpus" not in got
+
+
+def test_training_gpus_are_read_beside_a_vllm_server_on_other_gpus():
+    got = observed("CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model Qwen/Qwen2.5-1.5B-Instruct\n"
+                   "CUDA_VISIBLE_DEVICES=1,2,3,4 accelerate launch --config_file zero2.yaml train.py\n")
+    assert got["dist.num_gpus"] == 4 and got["rl.vllm"] == "server"
+    assert observed("tensor_parallel_size: 2\n\nvllm serve Qwen/Qwen2.5-7B --tensor-parallel-size 4\n")[
+        "dist.tensor_parallel"] == 2
+
+
+@pytest.mark.parametrize("text, upcast", [
+    ("model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n", True),
+    ("model = prepare_model_for_int8_training(model)\n", True),
+    ("# model = prepare_model_for_kbit_training(model)\n", None),
+    ("from peft import LoraConfig, prepare_model_for_kbit_training\n", None),
+])
+def test_peft_kbit_preparation_is_read_where_it_is_called(text, upcast):
+    assert observed(text).get("train.kbit_upcast") is upcast

@@ -103,7 +103,11 @@ def cmd_estimate(args: argparse.Namespace, out: TextIO) -> int:
     out.write(line + "\n")
     for row in bars.table(est, kb, lang, verdict=False):
         out.write(f"  {row}\n")
-    out.write(f"  {t('report.host_ram', value=show(est['host_ram_gib']))}\n")
+    host = t('report.host_ram', value=show(est['host_ram_gib']))
+    if est.get("host_capacity_gib"):
+        host += f" / {t('report.host_capacity', value=show(est['host_capacity_gib']))} — " + \
+            (t("report.fits") if est["host_fits"] else t("report.does_not_fit"))
+    out.write(f"  {host}\n")
     for remark in est["remarks"]:
         out.write(f"  {remark}\n")
     for derived in est["derivation"]:

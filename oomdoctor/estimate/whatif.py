@@ -66,6 +66,7 @@ FIELDS: dict[str, str] = {
     "train.fp8": "fp8",
     "train.images_per_sample": "images_per_sample",
     "train.image_size": "image_size",
+    "train.kbit_upcast": "kbit_fp32_upcast",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
@@ -289,12 +290,16 @@ def min_gpus(setup: Setup, upper: int = 1024) -> tuple[int, Setup] | None:
     _need_gpu(setup)
     if setup.strategy in ("single", "ddp") or (setup.strategy == "deepspeed" and setup.zero_stage == 0):
         setup = setup.replace(strategy="deepspeed", zero_stage=3)
+    # GPU counts the context- and tensor-parallel groups divide, as the set-up itself requires.
+    group = setup.context_parallel * setup.tensor_parallel
     for n in _candidates(upper):
+        if n % group:
+            continue
         trial = setup.replace(num_gpus=n)
         if _fits(trial):
             lo = n // 2 + 1 if n > 1 else 1
             for m in range(lo, n + 1):
-                if _fits(setup.replace(num_gpus=m)):
+                if m % group == 0 and _fits(setup.replace(num_gpus=m)):
                     return m, setup.replace(num_gpus=m)
     return None
 

@@ -55,6 +55,10 @@ _PREQUANTIZED = re.compile(r"(?<![a-z])(?:gptq|awq|exl2|int4)(?![a-z])", re.IGNO
 _BNB_4BIT = re.compile(r"bnb[-_]?4bit", re.IGNORECASE)
 # Names that look like a model but belong to another family than the text model of the same size.
 _MULTIMODAL = re.compile(r"(?<![a-z])(?:vl|omni|audio|vision|llava|guard|xcomposer|intern-?vl)(?![a-z])", re.IGNORECASE)
+# A vLLM engine's own command or constructor: its tensor_parallel_size splits the inference engine, not training
+# (`trl vllm-serve --tensor-parallel-size 2` serves rollouts on other GPUs; `vllm serve`; `LLM(..., tensor_parallel_size=2)`).
+_VLLM_ENGINE = re.compile(r"(?<![\w-])(?:trl[ \t]{1,4}vllm-serve|vllm[ \t]{1,4}serve|vllm\.entrypoints\.[\w.]{1,60})(?![\w-])|(?<![\w.])LLM\(")
+_VLLM_ENGINE_KEYS = {"tensor_parallel_size"}
 
 
 class _Empty:
@@ -470,6 +474,54 @@ def _apply_format_meanings(candidates: dict, excluded: dict, unsure: set, raw_of
     if method == {"lora"} and (four_bit or prequantized or bnb_checkpoint):
         for c in candidates["train.method"]:
             c.value = "qlora"  # LoRA over a 4-bit base is QLoRA
+    _drop_vllm_engine_settings(candidates, text)
     # Strategy: a config that turns one off rules it out; a stage implies DeepSpeed.
     if values("dist.zero_stage") and not values("dist.strategy"):
         add("dist.strategy", "deepspeed", "zero_stage", rank=0)
+
+
+def vllm_engine_spans(text: str) -> list[tuple[int, int]]:
+    """Where a vLLM engine's command (continued over trailing backslashes) or constructor call runs."""
+    spans = []
+    for m in _VLLM_ENGINE.finditer(text):
+        if m.group().endswith("("):
+            spans.append((m.start(), _closing(text, m.end())))
+            continue
+        end = m.end()
+        for _ in range(64):
+            newline = text.find("\n", end)
+            if newline < 0:
+                end = len(text)
+                break
+            end = newline
+            if not text[:newline].rstrip(" \t").endswith("\\"):
+                break
+            end = newline + 1
+        spans.append((m.start(), end))
+    return spans
+
+
+def _closing(text: str, start: int, limit: int = 4000) -> int:
+    """The end of a call whose arguments begin at `start` (its closing bracket, or `limit` characters on)."""
+    depth = 1
+    for i in range(start, min(len(text), start + limit)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return min(len(text), start + limit)
+
+
+def _drop_vllm_engine_settings(candidates: dict, text: str) -> None:
+    """Settings written to a vLLM engine describe the rollout engine, not the training job."""
+    spans = vllm_engine_spans(text)
+    if not spans:
+        return
+    for fact, found in list(candidates.items()):
+        kept = [c for c in found if c.key not in _VLLM_ENGINE_KEYS or not any(a <= c.start < b for a, b in spans)]
+        if kept:
+            candidates[fact] = kept
+        else:
+            del candidates[fact]

@@ -223,7 +223,13 @@ def _printed(text: str, counts: _Counts, whole: str) -> None:
 
 
 def _visible(text: str, counts: _Counts) -> None:
+    from .config_keys import vllm_engine_spans
+
+    # `CUDA_VISIBLE_DEVICES=0,1 trl vllm-serve ...` gives the rollout server its GPUs, not the training job.
+    engines = [start for start, _ in vllm_engine_spans(text)]
     for m in _VISIBLE.finditer(text):
+        if any(start >= m.end() and "\n" not in text[m.end():start] for start in engines):
+            continue
         counts.add(2, len(re.findall(r"\d{1,3}", m.group(1))), m.group(0))
 
 
