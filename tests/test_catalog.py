@@ -387,7 +387,8 @@ def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
 def test_llama_3_2_vision_counts_its_cross_attention_layers_and_tiled_encoder():
     m = MODELS["llama-3.2-11b-vision"]
     assert m.cross_attention_layers == (3, 8, 13, 18, 23, 28, 33, 38) and m.layers == 40
-    assert m.vision.tiles == 4 and m.vision.tokens_per_image == 4 * (40 * 40 + 1)
+    # one <|image|> token in the text; the cross-attention layers read the 4 tiles' 1601 positions each
+    assert m.vision.tiles == 4 and m.vision.tokens_per_image == 1 and m.vision.global_layers == 8
     assert m.param_count() == 10_670_220_835
     for name in ("Llama-3.2-11B-Vision-Instruct", "Llama 3.2 视觉 11B", "llama3.2-vision"):
         assert resolve_model(name)[0].id == "llama-3.2-11b-vision", name

@@ -99,6 +99,7 @@ class Tower:
     temporal_patch: int = 1
     tokens_per_image: int = 0
     tiles: int = 1                  # Mllama: an image is cut into up to this many tiles, each encoded
+    global_layers: int = 0          # Mllama: of ``layers``, the gated global layers after the local ones
 
     @property
     def linear_params(self) -> int:

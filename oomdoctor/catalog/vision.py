@@ -183,7 +183,7 @@ def _mllama(config, text_cfg, vcfg) -> Tower:
              + 2 * 2 * h                              # layernorm_pre, layernorm_post
              + (L + G) * 2 * 2 * h + G * 2)           # two LayerNorms a layer, two gates a global layer
     return Tower("mllama_vision_model", L + G, h, heads, inter, p, other + _params(linears), tuple(linears),
-                 image_size=img, tokens_per_image=positions * tiles, tiles=tiles)
+                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G)
 
 
 def _pixtral(config, text_cfg, vcfg) -> Tower:
