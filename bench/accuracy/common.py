@@ -78,6 +78,17 @@ RAW_CONFIGS: dict[str, dict[str, Any]] = {
                    "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4,
                                      "out_hidden_size": 256, "patch_size": 14, "spatial_merge_size": 2,
                                      "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1]}},
+    # Mistral Small 3.1 (mistral3): a 24-layer Pixtral encoder of 1024 (RMSNorms, SwiGLU, 2-D rotary positions)
+    # whose 2x2 patches the projector merges into the Mistral language model; here 2 layers of 128 and 2 of 256.
+    "mistral3": {"model_type": "mistral3", "image_token_index": 10, "spatial_merge_size": 2,
+                 "multimodal_projector_bias": False, "vision_feature_layer": -1, "tie_word_embeddings": False,
+                 "text_config": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512,
+                                 "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                                 "head_dim": 32, "vocab_size": 2048, "max_position_embeddings": 4096,
+                                 "sliding_window": None, "tie_word_embeddings": False},
+                 "vision_config": {"model_type": "pixtral", "hidden_size": 128, "intermediate_size": 256,
+                                   "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 32,
+                                   "image_size": 1540, "patch_size": 14, "num_channels": 3}},
 }
 
 # Keys transformers needs beyond to_hf_config() for a tiny random model.
