@@ -114,7 +114,7 @@ def grid(quick: bool = False) -> list[Cell]:
         for attention in ("eager", "sdpa"):
             cells.append(Cell("llama", "full", batch=b, seq=s, attention=attention))
             cells.append(Cell("llama", "lora", batch=b, seq=s, attention=attention, padded=b > 1))
-    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells()
+    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells() + mllama_cells()
     if quick:
         cells = cells[::7]
     return cells
@@ -128,6 +128,18 @@ def t5_cells() -> list[Cell]:
         Cell("t5", "lora", batch=2, seq=64, target=32, attention="eager", lora_targets=("q", "v")),
         Cell("t5", "lora", batch=2, seq=64, target=32, attention="eager", lora_targets=("all-linear",)),
         Cell("t5", "full", batch=2, seq=64, target=32, attention="eager", grad_checkpointing=True),
+    ]
+
+
+def mllama_cells() -> list[Cell]:
+    """Llama 3.2 Vision (tiled encoder, cross-attention layers) reading one or two images of 4 tiles a row."""
+    return [
+        Cell("mllama", "lora", batch=2, seq=64, images=1, image_side=56, lora_targets=("all-linear",)),
+        Cell("mllama", "lora", batch=2, seq=64, images=1, image_side=56),
+        Cell("mllama", "full", batch=1, seq=64, images=2, image_side=56),
+        Cell("mllama", "lora", dtype="bf16", batch=2, seq=128, images=1, image_side=56, lora_targets=("all-linear",)),
+        Cell("mllama", "lora", dtype="bf16", batch=2, seq=128, images=1, image_side=56, grad_checkpointing=True,
+             lora_targets=("all-linear",)),
     ]
 
 
@@ -190,7 +202,7 @@ def run_cell(cell: Cell) -> Measured:
     config.use_cache = False
     torch.manual_seed(0)
     seq2seq = model_type == "t5"
-    vlm = model_type in ("qwen2_5_vl", "mistral3")
+    vlm = model_type in ("qwen2_5_vl", "mistral3", "mllama")
     auto = (transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForImageTextToText if vlm
             else transformers.AutoModelForCausalLM)
     model = auto.from_config(config, attn_implementation=cell.attention, dtype=dtypes[cell.dtype])
@@ -218,7 +230,15 @@ def run_cell(cell: Cell) -> Measured:
         # the source is seq tokens, the target (labels; the decoder's ids are built from them) cell.target
         T = cell.batch * cell.target
         batch["labels"] = torch.randint(3, V, (cell.batch, cell.target), generator=g)
-    if model_type == "mistral3":
+    if model_type == "mllama":
+        # every row's text reads all its images' 4 tiles (a 2x2 aspect ratio) through the cross-attention layers
+        tiles = cfg["vision_config"]["max_num_tiles"]
+        side = cfg["vision_config"]["image_size"]
+        batch["pixel_values"] = torch.randn(cell.batch, cell.images, tiles, 3, side, side, generator=g)
+        batch["aspect_ratio_ids"] = torch.full((cell.batch, cell.images), 6, dtype=torch.long)
+        batch["aspect_ratio_mask"] = torch.ones(cell.batch, cell.images, tiles, dtype=torch.long)
+        batch["cross_attention_mask"] = torch.ones(cell.batch, cell.seq, cell.images, tiles, dtype=torch.long)
+    elif model_type == "mistral3":
         # each row opens with its images: rows of one [IMG] per 2x2 patches, each row closed by another id
         # ([IMG_BREAK], the last [IMG_END]: ordinary tokens to the model), then text
         unit = cfg["vision_config"]["patch_size"] * cfg["spatial_merge_size"]

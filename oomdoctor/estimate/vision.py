@@ -200,7 +200,7 @@ def _mllama_outside(ctx, tower, setup: Setup, trains: bool) -> float:
     projector's input, the final states concatenated with the kept intermediate layers (``vision_output_dim``)."""
     h, p, pr = tower.hidden, ctx.p, ctx.pr
     projector = next((l for l in tower.linears if l.kind == "projector"), None)
-    kept = 2 * (4 * h + 8 + (pr * h if trains else 0))                # layernorm_pre, layernorm_post
+    kept = 2 * (p * h + 8 + (pr * h if trains else 0))                # layernorm_pre, layernorm_post
     kept += tower.global_layers * 2 * p * h                            # gate·output: the output is saved
     if projector is not None and (trains or projector.name in ctx.targets):
         kept += p * projector.d_in                                     # concatenated features: the projector's input
@@ -250,6 +250,11 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
                            attention="sdpa" if setup.attention == "eager" else setup.attention)
     ctx = acts.context(vsetup)
     per_patch_layer = sum(b for *_, b in acts.layer_items(ctx))
+    if tower.model_type == "mllama_vision_model" and not (ctx.liger or ctx.compiled):
+        # fc1, GELU, fc2: GELU's input where layer_items counts SwiGLU's gate, up and SiLU outputs
+        per_patch_layer -= 2 * ctx.mlp_p * tower.intermediate
+        # nn.LayerNorm keeps its input in the compute dtype (and fp32 mean and rstd), not an fp32 copy
+        per_patch_layer -= 2 * max(0, 4 - ctx.p) * tower.hidden
     n = rows * images * patches
     extra += n * _outside_blocks(ctx, tower, setup) + attention_mask_bytes(tower, rows * images, patches, ctx.p)
     # Llama 3.2 Vision's encoder layers are plain modules: gradient checkpointing leaves them whole
@@ -283,12 +288,21 @@ def cross_attention(setup: Setup, rows: int) -> tuple[float, float, Line] | None
     p, s = ctx.p, setup.seq_len
     images = getattr(setup, "images_per_sample", None) or 1
     nv = images * tower.tiles * mllama_positions(tower)
-    kv, q, h = shape.kv_heads * shape.head_dim, shape.heads * shape.head_dim, shape.hidden
+    heads, kv_heads = shape.heads, shape.kv_heads
+    kv, q, h = kv_heads * shape.head_dim, heads * shape.head_dim, shape.hidden
     full = setup.method == "full"
-    kv_train = full or bool({"k_proj", "v_proj"} & ctx.targets)
-    per_layer = nv * kv * (3 * p + 4) + s * q * (p + 4) + 2 * s * h * p - 2 * s * kv * p
-    if kv_train:
-        per_layer += 2 * nv * setup.lora_rank * p if not full else 0
+    upcast = 4 if p < 4 else 0                           # the norms' fp32 copy (the input itself in fp32)
+    # the query norm (input, rstd), the key norm over the vision states (input, rstd), and the keys and values
+    # SDPA saves, repeated to every query head (the cross-attention mask is 4-D, so no grouped kernel)
+    per_layer = s * q * (p + upcast) + 4 * s * heads + nv * kv * (p + upcast) + 4 * nv * kv_heads + 2 * nv * q * p
+    if full:
+        per_layer += 2 * s * h * p + nv * kv * p          # the trained gates' inputs, k_norm's normalised keys
+    adapted = {"k_proj", "v_proj"} & ctx.targets if setup.adapters else set()
+    per_layer += len(adapted) * nv * setup.lora_rank * p  # lora_A outputs over the vision states
+    # less what a self-attention layer keeps for its text keys and values (estimated for every layer)
+    text_kv = q if ctx.expand_kv else kv
+    per_layer -= 2 * s * text_kv * p
+    kv_train = full or bool(adapted)
     once = s * nv * p + (nv * h * p if kv_train else 0)
     layers = len(cross) * ctx.trained_layers / shape.layers
     if setup.grad_checkpointing:
