@@ -5,7 +5,9 @@ table, blocks, norms, the projector into the language model) and lists its
 ``nn.Linear`` modules, which peft's ``all-linear`` reaches like the language
 model's.  Keys a config leaves out take the transformers configuration class's
 defaults (CLIP and SigLIP vision, Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's vision
-configs).  ``bench/accuracy/param_counts.py`` checks every catalog model against
+configs, Mllama's and Pixtral's).  Llama 3.2 Vision (Mllama) is also read here
+whole, its language model included: cross-attention layers sit among its
+decoder layers.  ``bench/accuracy/param_counts.py`` checks every catalog model against
 transformers on the meta device.
 """
 from __future__ import annotations
