@@ -64,6 +64,10 @@ ARCH_KEYS = frozenset({
     "depth", "embed_dim", "mlp_ratio", "in_channels", "num_channels", "patch_size", "image_size",
     "spatial_merge_size", "temporal_patch_size", "out_hidden_size", "fullatt_block_indexes", "window_size",
     "num_position_embeddings", "deepstack_visual_indexes", "vision_use_head",
+    # Mllama: cross-attention layers in the language model; local and global layers, tiles and aspect ratios in
+    # the vision encoder
+    "cross_attention_layers", "num_global_layers", "attention_heads", "vision_output_dim", "max_num_tiles",
+    "supported_aspect_ratios",
 })
 # What of quantization_config matters: how the published weights are stored.
 QUANT_KEYS = frozenset({"quant_method"})
@@ -177,12 +181,51 @@ def size_label(shape) -> str:
     return label
 
 
+TRANSFORMERS_CONFIG_URL = ("https://github.com/huggingface/transformers/blob/v{version}/src/transformers/models/"
+                           "{name}/configuration_{name}.py")
+
+
+def transformers_defaults(item: dict[str, Any]) -> dict[str, Any]:
+    """The config transformers' configuration class builds with no arguments (``defaults: <model_type>``), for a
+    model whose config.json was not found but whose class docstring names it as the defaults' checkpoint; then
+    the keys of ``set`` (``vision_config.image_size``: a value seen in a copy of that block, cited by
+    ``set_source``).  The installed transformers must be the version the item names: the defaults change."""
+    import transformers
+
+    if transformers.__version__ != item["transformers"]:
+        raise ValueError(f"{item['id']}: built from transformers {item['transformers']}'s defaults, "
+                         f"{transformers.__version__} is installed")
+    def present(block: dict[str, Any]) -> dict[str, Any]:      # None is "not set": what a config.json leaves out
+        return {k: present(v) if isinstance(v, dict) else v for k, v in block.items() if v is not None}
+
+    raw = present(transformers.AutoConfig.for_model(item["defaults"]).to_dict())
+    if item.get("set") and not item.get("set_source"):
+        raise ValueError(f"{item['id']}: 'set' needs 'set_source', where each value was read")
+    for dotted, value in (item.get("set") or {}).items():
+        *outer, key = dotted.split(".")
+        block = raw
+        for part in outer:
+            block = block[part]
+        if key not in block:
+            raise ValueError(f"{item['id']}: 'set' names {dotted!r}, which the defaults do not have")
+        block[key] = value
+    return raw
+
+
 def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> dict[str, Any]:
+    if item.get("defaults"):
+        raw = transformers_defaults(item)
+        url = TRANSFORMERS_CONFIG_URL.format(version=item["transformers"], name=item["defaults"])
+        return _entry(item, raw, url)
     src = sources[item["from"]]
     # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
     commit = item.get("commit", src["commit"])
     raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
                       item.get("printed"), item.get("titled"))
+    return _entry(item, raw, f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}")
+
+
+def _entry(item: dict[str, Any], raw: dict[str, Any], url: str) -> dict[str, Any]:
     if item.get("model_type"):
         # a table whose dicts the repository hands to one configuration class, so they carry no model_type
         if raw.get("model_type"):
@@ -200,12 +243,17 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
         # a key the reader takes is missing from ARCH_KEYS: the shipped keys would describe another model
         raise ValueError(f"{item['id']}: the kept keys give {shape.param_count():,} parameters, the whole copy "
                          f"{whole.param_count():,}; add the missing key to ARCH_KEYS")
-    url = f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}"
     repo_name = item["hf_id"].split("/")[-1]
     names = [repo_name] + [n for n in item.get("names", []) if n != repo_name]
     out: dict[str, Any] = {"id": item["id"], "family": item["family"], "size": size_label(shape),
                            "hf_id": item["hf_id"], "names": names, "source": url}
     notes = []
+    if item.get("defaults"):
+        notes.append(f"no copy of its config.json was found: built from the defaults of transformers "
+                     f"{item['transformers']}'s {item['defaults']} configuration class, whose docstring names "
+                     f"{item['hf_id']} as their checkpoint")
+        for dotted, value in (item.get("set") or {}).items():
+            notes.append(f"{dotted} = {value!r} as read in {item['set_source']}")
     if item.get("preset") and not item.get("assigned"):
         notes.append(f"MLC LLM preset {item['preset']!r} (its copy of the model's config.json)")
     if item.get("assigned"):

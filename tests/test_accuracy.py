@@ -53,7 +53,7 @@ def grid_estimates() -> list[tuple[dict, dict]]:
 def test_grid_covers_the_families_methods_and_dtypes():
     cells = [Cell.from_dict(r["cell"]) for r in GRID["cells"]]
     assert {c.family for c in cells} >= {"llama", "mistral", "qwen2", "gemma2", "phi3", "mixtral", "qwen3_moe",
-                                         "deepseek_v3", "t5", "qwen2_5_vl"}
+                                         "deepseek_v3", "t5", "qwen2_5_vl", "mistral3", "mllama"}
     assert {c.method for c in cells} == {"full", "lora"}
     assert {c.attention for c in cells} == {"eager", "sdpa"}
     assert {c.dtype for c in cells} == {"fp32", "bf16"} and any(c.autocast for c in cells)
@@ -74,7 +74,7 @@ def test_grid_within_the_issue_targets(grid_estimates, key):
 
 
 MOE_FAMILIES = {"mixtral", "qwen3_moe", "deepseek_v3"}
-NEW_FAMILIES = MOE_FAMILIES | {"t5", "qwen2_5_vl"}      # issue #12
+NEW_FAMILIES = MOE_FAMILIES | {"t5", "qwen2_5_vl", "mistral3", "mllama"}      # issue #12
 
 
 def test_moe_cells_cover_lora_everywhere_attention_only_and_full():
@@ -90,9 +90,11 @@ def test_t5_and_vlm_cells_cover_their_cases():
     t5 = [c for c in cells if c.family == "t5"]
     assert t5 and all(c.target and c.target != c.seq for c in t5)
     assert {c.method for c in t5} == {"full", "lora"} and any(c.grad_checkpointing for c in t5)
-    vlm = [c for c in cells if c.family == "qwen2_5_vl"]
-    assert vlm and all(c.images and c.image_side for c in vlm)
-    assert {c.lora_targets for c in vlm if c.method == "lora"} >= {("all-linear",), ("q_proj", "v_proj")}
+    for family in ("qwen2_5_vl", "mistral3", "mllama"):
+        vlm = [c for c in cells if c.family == family]
+        assert vlm and all(c.images and c.image_side for c in vlm), family
+        assert {c.lora_targets for c in vlm if c.method == "lora"} >= {("all-linear",), ("q_proj", "v_proj")}
+        assert any(c.method == "full" for c in vlm), family
 
 
 def test_new_cells_within_the_issue_targets(grid_estimates):

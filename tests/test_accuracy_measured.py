@@ -30,6 +30,11 @@ CELLS = [
     Cell("llama", "lora", batch=2, seq=64, padded=True, lora_rank=16, lora_targets=("all-linear",),
          lora_dropout=0.05),
     Cell("llama", "full", dtype="fp32", autocast=True, batch=2, seq=32, padded=True),
+    # a Pixtral tower whose block mask spans the batch's patches, and Mistral 3's patch merger
+    Cell("mistral3", "lora", batch=2, seq=64, images=1, image_side=112, lora_targets=("all-linear",)),
+    # Llama 3.2 Vision: a tiled encoder checkpointing leaves whole, cross-attention over the vision states
+    Cell("mllama", "lora", dtype="bf16", batch=2, seq=128, images=1, image_side=56, grad_checkpointing=True,
+         lora_targets=("all-linear",)),
 ]
 TARGETS = {"params": 0.01, "grads": 0.01, "optimizer": 0.01, "activations": 0.10, "peak": 0.10}
 

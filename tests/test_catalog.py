@@ -196,7 +196,13 @@ def test_gemma_and_qwen3_norms():
 def test_every_entry_has_sources_and_names():
     for s in MODELS.values():
         assert s.names and s.hf_id
-        if catalog_config(s.id) is not None:
+        if catalog_config(s.id) is not None and "transformers/blob/v" in s.source:
+            # no copy found: the defaults of a transformers release's configuration class, which its docstring
+            # gives as that checkpoint's (scripts/build_catalog.py, ``defaults:``); the note says so
+            assert re.match(r"^https://github\.com/huggingface/transformers/blob/v\d+\.\d+\.\d+/src/transformers/"
+                            r"models/\w+/configuration_\w+\.py$", s.source), s.source
+            assert "no copy of its config.json was found" in s.notes and s.hf_id in s.notes, s.id
+        elif catalog_config(s.id) is not None:
             # read from a public copy of its config.json at a fixed commit
             assert re.match(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+$", s.source), s.source
         else:
@@ -370,9 +376,24 @@ def test_smollm3_and_devstral_small_resolve_to_their_own_configs():
     assert smol.tied_embeddings and smol.param_count() == 3_075_098_624
     assert resolve_model("mistralai/Devstral-Small-2507")[0].id == "devstral-small-2507"
     assert MODELS["devstral-small-2507"].param_count() == 23_572_403_200
-    # Mistral Small 3.1 itself carries a Pixtral vision tower the catalog does not model: not Devstral's text-only copy
-    for name in ("Mistral-Small-3.1-24B-Instruct-2503", "mistral-small-24b-instruct-2501", "Devstral-Small-2505"):
+    # Mistral Small 3.1 itself carries a Pixtral vision tower: its own entry, not Devstral's text-only copy
+    small = resolve_model("Mistral-Small-3.1-24B-Instruct-2503")[0]
+    assert small.id == "mistral-small-3.1-24b" and small.vision is not None
+    assert small.param_count() - small.vision.params == MODELS["devstral-small-2507"].param_count()
+    for name in ("mistral-small-24b-instruct-2501", "Devstral-Small-2505"):
         assert resolve_model(name)[0] is None, name
+
+
+def test_llama_3_2_vision_counts_its_cross_attention_layers_and_tiled_encoder():
+    m = MODELS["llama-3.2-11b-vision"]
+    assert m.cross_attention_layers == (3, 8, 13, 18, 23, 28, 33, 38) and m.layers == 40
+    # one <|image|> token in the text; the cross-attention layers read the 4 tiles' 1601 positions each
+    assert m.vision.tiles == 4 and m.vision.tokens_per_image == 1 and m.vision.global_layers == 8
+    assert m.param_count() == 10_670_220_835
+    for name in ("Llama-3.2-11B-Vision-Instruct", "Llama 3.2 视觉 11B", "llama3.2-vision"):
+        assert resolve_model(name)[0].id == "llama-3.2-11b-vision", name
+    # the 90B is another model, not in the catalog
+    assert resolve_model("Llama-3.2-90B-Vision-Instruct")[0] is None
 
 
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():

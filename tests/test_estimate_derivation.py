@@ -16,6 +16,7 @@ GEMMA2 = get_model("gemma-2-2b")
 MIXTRAL = get_model("mixtral-8x7b")
 DEEPSEEK_V3 = get_model("deepseek-v3")
 QWEN3_VL = get_model("qwen3-vl-2b")
+MLLAMA = get_model("llama-3.2-11b-vision")
 # google/flan-t5-base's config.json (the keys the estimate reads)
 FLAN_T5 = from_hf_config(
     {"model_type": "t5", "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12,
@@ -88,6 +89,7 @@ SETUPS = {
     "t5 full": dict(model=FLAN_T5, method="full", seq_len=512, target_len=128),
     "vlm full": dict(model=QWEN3_VL, method="full", images_per_sample=2, image_size=448),
     "vlm lora on the language model": dict(model=QWEN3_VL, method="lora"),
+    "cross-attention vlm": dict(model=MLLAMA, method="lora", lora_targets=("all-linear",), images_per_sample=2),
 }
 
 

@@ -78,6 +78,29 @@ RAW_CONFIGS: dict[str, dict[str, Any]] = {
                    "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4,
                                      "out_hidden_size": 256, "patch_size": 14, "spatial_merge_size": 2,
                                      "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [1]}},
+    # Mistral Small 3.1 (mistral3): a 24-layer Pixtral encoder of 1024 (RMSNorms, SwiGLU, 2-D rotary positions)
+    # whose 2x2 patches the projector merges into the Mistral language model; here 2 layers of 128 and 2 of 256.
+    "mistral3": {"model_type": "mistral3", "image_token_index": 10, "spatial_merge_size": 2,
+                 "multimodal_projector_bias": False, "vision_feature_layer": -1, "tie_word_embeddings": False,
+                 "text_config": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512,
+                                 "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                                 "head_dim": 32, "vocab_size": 2048, "max_position_embeddings": 4096,
+                                 "sliding_window": None, "tie_word_embeddings": False},
+                 "vision_config": {"model_type": "pixtral", "hidden_size": 128, "intermediate_size": 256,
+                                   "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 32,
+                                   "image_size": 1540, "patch_size": 14, "num_channels": 3}},
+    # Llama 3.2 11B Vision (mllama): a 32+8-layer tiled encoder of 1280 and cross-attention at every fifth of 40
+    # decoder layers; here 2 local + 1 global encoder layers of 64 over 4 tiles of 56 pixels, and cross-attention
+    # at layers 1 and 3 of 4.
+    "mllama": {"model_type": "mllama", "image_token_index": 2048,
+               "text_config": {"model_type": "mllama_text_model", "hidden_size": 256, "intermediate_size": 512,
+                               "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+                               "vocab_size": 2048, "cross_attention_layers": [1, 3], "pad_token_id": 0,
+                               "bos_token_id": 1, "eos_token_id": 2, "max_position_embeddings": 4096},
+               "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 2, "num_global_layers": 1, "attention_heads": 4,
+                                 "image_size": 56, "patch_size": 14, "max_num_tiles": 4, "vision_output_dim": 192,
+                                 "intermediate_layers_indices": [0, 1]}},
 }
 
 # Keys transformers needs beyond to_hf_config() for a tiny random model.

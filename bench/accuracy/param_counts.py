@@ -82,6 +82,10 @@ def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
         return None
     kw = {k: v for k, v in config.items() if k != "model_type"}
     mt = RENAMED.get(config["model_type"], config["model_type"])
+    if mt == "mistral3" and "tie_word_embeddings" not in kw:
+        # Mistral3Config (transformers 5.24) ties lm_head when the key is left out, but from_pretrained keeps the
+        # separate lm_head every Mistral Small 3.x checkpoint stores (its text-only copies say false): count that
+        kw["tie_word_embeddings"] = False
     for old, new in LEGACY_KEYS.get(mt, {}).items():
         if old in kw:
             kw.setdefault(new, kw.pop(old))

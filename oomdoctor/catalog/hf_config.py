@@ -23,7 +23,7 @@ __all__ = ["from_hf_config", "to_hf_config", "READERS", "ALIASES", "MULTIMODAL_T
 ALIASES = {
     "yi": "llama", "Yi": "llama", "kimi_k2": "deepseek_v3", "RefinedWeb": "falcon", "RefinedWebModel": "falcon",
     "mistral3_text": "mistral", "qwen2_5_vl_text": "qwen2", "qwen2_vl_text": "qwen2", "qwen3_vl_text": "qwen3",
-    "qwen3_vl_moe_text": "qwen3_moe",
+    "qwen3_vl_moe_text": "qwen3_moe", "mllama_text_model": "mllama_text",
     # OLMo 3 is OLMo 2 with sliding-window attention in some layers: the same parameters
     "olmo3": "olmo2",
 }

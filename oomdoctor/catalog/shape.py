@@ -99,6 +99,7 @@ class Tower:
     temporal_patch: int = 1
     tokens_per_image: int = 0
     tiles: int = 1                  # Mllama: an image is cut into up to this many tiles, each encoded
+    global_layers: int = 0          # Mllama: of ``layers``, the gated global layers after the local ones
 
     @property
     def linear_params(self) -> int:
@@ -183,6 +184,7 @@ _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
     "qwen": ("qwen", "proj", 2, False, "rmsnorm"),
     "gpt_oss": ("llama", "proj", 2, False, "rmsnorm"),
     "llama4_text": ("llama", "proj", 2, False, "rmsnorm"),
+    "mllama_text": ("llama", "proj", 2, False, "rmsnorm"),
     "olmo2": ("llama", "proj", 2, True, "rmsnorm"),
     "smollm3": ("llama", "proj", 2, False, "rmsnorm"),
     "gpt2": ("gpt2", "proj", 2, False, "layernorm"),
@@ -268,6 +270,7 @@ class ModelShape:
     final_norm: bool = True           # OPT-350m has no norm after the last layer
     dropout: float = 0.0              # T5's dropout_rate: dropout layers that keep masks in training
     output_router_logits: bool = False  # MoE: the load-balancing loss is computed (it keeps each layer's routing)
+    cross_attention_layers: tuple[int, ...] = ()  # Mllama: layers that attend to the vision tokens, not the text
 
     def __post_init__(self) -> None:
         ints = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")

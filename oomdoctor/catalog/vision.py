@@ -5,7 +5,9 @@ table, blocks, norms, the projector into the language model) and lists its
 ``nn.Linear`` modules, which peft's ``all-linear`` reaches like the language
 model's.  Keys a config leaves out take the transformers configuration class's
 defaults (CLIP and SigLIP vision, Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's vision
-configs).  ``bench/accuracy/param_counts.py`` checks every catalog model against
+configs, Mllama's and Pixtral's).  Llama 3.2 Vision (Mllama) is also read here
+whole, its language model included: cross-attention layers sit among its
+decoder layers.  ``bench/accuracy/param_counts.py`` checks every catalog model against
 transformers on the meta device.
 """
 from __future__ import annotations
@@ -26,6 +28,13 @@ QWEN2_VL_DEFAULTS = {"depth": 32, "embed_dim": 1280, "hidden_size": 3584, "mlp_r
 QWEN2_5_VL_DEFAULTS = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16,
                        "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
                        "out_hidden_size": 3584}
+# MllamaVisionConfig's and PixtralVisionConfig's defaults (transformers 5.24).
+MLLAMA_VISION_DEFAULTS = {"hidden_size": 1280, "num_hidden_layers": 32, "num_global_layers": 8, "attention_heads": 16,
+                          "num_channels": 3, "intermediate_size": 5120, "vision_output_dim": 7680, "image_size": 448,
+                          "patch_size": 14, "max_num_tiles": 4,
+                          "supported_aspect_ratios": [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]]}
+PIXTRAL_DEFAULTS = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+                    "num_channels": 3, "image_size": 1024, "patch_size": 16}
 QWEN3_VL_DEFAULTS = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
                      "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
                      "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}
@@ -149,6 +158,61 @@ def _qwen_vl(config, text_cfg, vcfg, mt: str) -> Tower:
     return Tower(mt, L, h, heads, inter, p, other + _params(linears), tuple(linears), merge=m, temporal_patch=tp)
 
 
+def _mllama(config, text_cfg, vcfg) -> Tower:
+    """Llama 3.2 Vision's encoder: a ViT of ``num_hidden_layers`` local and ``num_global_layers`` gated global
+    layers over each tile (CLS token included), position and tile embeddings per aspect ratio, and one linear
+    projector of the concatenated layer outputs (``vision_output_dim``) into the language model's width."""
+    d = MLLAMA_VISION_DEFAULTS
+    h, inter = _int(vcfg, d, "hidden_size"), _int(vcfg, d, "intermediate_size")
+    L, G = _int(vcfg, d, "num_hidden_layers"), _int(vcfg, d, "num_global_layers")
+    # MllamaVisionConfig maps num_attention_heads onto attention_heads
+    heads = _int({"attention_heads": vcfg.get("attention_heads", vcfg.get("num_attention_heads"))}, d, "attention_heads")
+    ch, img, p = _int(vcfg, d, "num_channels"), _int(vcfg, d, "image_size"), _int(vcfg, d, "patch_size")
+    tiles = _int(vcfg, d, "max_num_tiles")
+    ratios = _get(vcfg, d, "supported_aspect_ratios")
+    if not isinstance(ratios, (list, tuple)) or not ratios:
+        raise ShapeError("vision_config: 'supported_aspect_ratios' must be a non-empty list")
+    rows = len(ratios) + 1                            # aspect-ratio ids, 0 for padding
+    out_dim = _int(vcfg, d, "vision_output_dim")
+    text_h = int(text_cfg.get("hidden_size") or 4096)
+    positions = (img // p) ** 2 + 1                   # patches of a tile and its CLS token
+    linears = [Linear(n, h, h, L + G, False, "vision") for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    linears += [Linear("fc1", h, inter, L + G, True, "vision"), Linear("fc2", inter, h, L + G, True, "vision"),
+                Linear("multi_modal_projector", out_dim, text_h, 1, True, "projector")]
+    other = (ch * p * p * h + h                       # patch convolution (no bias), class embedding
+             + 1 + positions * h + rows * tiles * positions * h     # gated position and tile-position tables
+             + 2 * (rows * tiles * h + 1)             # pre- and post-tile embeddings with their gates
+             + 2 * 2 * h                              # layernorm_pre, layernorm_post
+             + (L + G) * 2 * 2 * h + G * 2)           # two LayerNorms a layer, two gates a global layer
+    return Tower("mllama_vision_model", L + G, h, heads, inter, p, other + _params(linears), tuple(linears),
+                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G)
+
+
+def _pixtral(config, text_cfg, vcfg) -> Tower:
+    """Mistral 3's Pixtral encoder (RMSNorms, a gated MLP, 2-D rotary positions: no position table) and the
+    projector: an RMSNorm, the patch merger (``spatial_merge_size``² patches into one) and two linears."""
+    vt = str(vcfg.get("model_type") or "pixtral")
+    if vt != "pixtral":
+        raise ShapeError(f"mistral3 with a {vt} vision tower is not supported")
+    d = PIXTRAL_DEFAULTS
+    h, inter, L = _int(vcfg, d, "hidden_size"), _int(vcfg, d, "intermediate_size"), _int(vcfg, d, "num_hidden_layers")
+    heads, ch = _int(vcfg, d, "num_attention_heads"), _int(vcfg, d, "num_channels")
+    img, p = _int(vcfg, d, "image_size"), _int(vcfg, d, "patch_size")
+    m = _int(config, {"spatial_merge_size": 2}, "spatial_merge_size")
+    layer = config.get("vision_feature_layer", -1)
+    feature_layers = len(layer) if isinstance(layer, (list, tuple)) else 1
+    text_h = int(text_cfg.get("hidden_size") or 5120)
+    bias = bool(config.get("multimodal_projector_bias", False))
+    linears = [Linear(n, h, h, L, False, "vision") for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    linears += [Linear("gate_proj", h, inter, L, False, "vision"), Linear("up_proj", h, inter, L, False, "vision"),
+                Linear("down_proj", inter, h, L, False, "vision"),
+                Linear("merging_layer", h * m * m, h, 1, False, "projector"),
+                Linear("linear_1", h * feature_layers, text_h, 1, bias, "projector"),
+                Linear("linear_2", text_h, text_h, 1, bias, "projector")]
+    other = ch * p * p * h + h + L * 2 * h + h        # patch convolution, ln_pre, two RMSNorms a layer, projector norm
+    return Tower(vt, L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img, merge=m)
+
+
 def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) -> Tower | None:
     """The vision tower of a multimodal config, or None when the config carries none (a text-only copy)."""
     vcfg = config.get("vision_config")
@@ -162,8 +226,43 @@ def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) 
         return _gemma3(config, text_cfg, vcfg)
     if mt in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
         return _qwen_vl(config, text_cfg, vcfg, mt)
+    if mt == "mllama":
+        return _mllama(config, text_cfg, vcfg)
+    if mt == "mistral3":
+        return _pixtral(config, text_cfg, vcfg)
     raise ShapeError(f"the vision tower of {mt} is not supported yet; its language model alone is not the model")
 
 
+# MllamaTextConfig's defaults (transformers 5.24), for keys a config.json leaves out.
+MLLAMA_TEXT_DEFAULTS = {"vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "intermediate_size": 14336, "max_position_embeddings": 131072,
+                        "tie_word_embeddings": False, "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]}
+
+
 def read_mllama_text(config, text_cfg, tower, id):
-    raise ShapeError("mllama (Llama 3.2 Vision) is not supported yet")
+    """Llama 3.2 Vision's language model: a Llama decoder whose ``cross_attention_layers`` attend to the vision
+    tokens instead of the text (the same q/k/v/o and MLP widths, plus a q and k RMSNorm over head_dim and two
+    tanh gates each); the embedding table has 8 rows beyond ``vocab_size``."""
+    from .hf_config import READERS
+    from .shape import ModelShape, _TYPE_DEFAULTS
+
+    cfg = {**MLLAMA_TEXT_DEFAULTS, **{k: v for k, v in text_cfg.items() if v is not None}}
+    layout, naming, norms, qk_norm, norm = _TYPE_DEFAULTS["mllama_text"]
+    kw: dict[str, Any] = dict(id=id or str(config.get("_name_or_path") or "custom-mllama"), model_type="mllama_text",
+                              layout=layout, expert_naming=naming, norms_per_layer=norms, qk_norm=qk_norm, norm=norm)
+    READERS["llama"](cfg, kw)
+    L = kw["layers"]
+    cross = cfg["cross_attention_layers"]
+    if not isinstance(cross, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) for i in cross):
+        raise ShapeError("text_config: 'cross_attention_layers' must be a list of layer indices")
+    cross = tuple(sorted(set(cross)))
+    if any(not 0 <= i < L for i in cross):
+        raise ShapeError(f"text_config: 'cross_attention_layers' must lie in 0..{L - 1}")
+    head_dim = kw["hidden"] // kw["heads"]            # MllamaText*Attention: hidden_size // num_attention_heads
+    kw.update(head_dim=head_dim, attention_bias=False, o_bias=False, mlp_bias=False, cross_attention_layers=cross,
+              extra_params=8 * kw["hidden"] + len(cross) * (2 * head_dim + 2))
+    if tower is not None:
+        kw["vision"] = tower
+    else:
+        kw["text_only"] = True
+    return ModelShape(**kw)

@@ -513,6 +513,13 @@ def activations(setup: Setup, rows: int) -> Activations:
         beside += tower.kept - tower.inputs
         recompute = max(recompute, tower.recompute) if setup.grad_checkpointing else recompute
         lines.append(tower.line)
+    from .vision import cross_attention
+    crossed = cross_attention(setup, rows)
+    if crossed is not None:
+        kept += crossed[0]
+        beside += crossed[0]
+        recompute = recompute + crossed[1] if setup.grad_checkpointing else recompute
+        lines.append(crossed[2])
     from .experts import load_balancing_bytes
     balancing = load_balancing_bytes(setup, T)
     if balancing:

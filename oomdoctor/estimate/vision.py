@@ -79,6 +79,17 @@ class TowerShape:
 
 def image_tokens(tower, side: int) -> tuple[int, int]:
     """(image tokens, patches the tower encodes) for one square image of ``side`` pixels."""
+    if tower.model_type == "mllama_vision_model":
+        # Llama 3.2 Vision: the processor pads every image to max_num_tiles tiles of image_size, the encoder runs
+        # on all of them (CLS included, padded to a multiple of 8 positions); the text holds one <|image|> token
+        return tower.tokens_per_image, tower.tiles * _padded8(mllama_positions(tower))
+    if tower.model_type == "pixtral":
+        # Pixtral (Mistral 3): the longest side held to image_size, then rounded up to whole patch·merge squares;
+        # each row of merged patches ends with [IMG_BREAK] (the last with [IMG_END])
+        unit = tower.patch * tower.merge
+        edge = min(side, tower.image_size) if tower.image_size else side
+        n = max(1, -(-edge // unit))
+        return n * (n + 1), (n * tower.merge) ** 2
     if tower.tokens_per_image:
         patches = (tower.image_size // tower.patch) ** 2 if tower.image_size else tower.tokens_per_image
         return tower.tokens_per_image, patches + (1 if tower.model_type == "clip_vision_model" else 0)
@@ -94,8 +105,17 @@ def image_tokens(tower, side: int) -> tuple[int, int]:
     return tokens, tokens * tower.merge * tower.merge
 
 
+def mllama_positions(tower) -> int:
+    """A Llama 3.2 Vision tile's positions: its patches and the CLS token."""
+    return (tower.image_size // tower.patch) ** 2 + 1
+
+
+def _padded8(n: int) -> int:
+    return n + (-n) % 8
+
+
 ATTENTION_IN = {"qkv", "q_proj", "k_proj", "v_proj"}
-ATTENTION_OUT = {"proj", "out_proj"}
+ATTENTION_OUT = {"proj", "out_proj", "o_proj"}
 
 
 def tower_shape(tower) -> TowerShape:
@@ -127,9 +147,13 @@ def _outside_blocks(ctx, tower, setup: Setup) -> float:
     """Per patch, outside the tower's blocks: the merger (a norm, then two linears with a GELU between, over
     ``merge²`` patches at a time: the same bytes per patch) and the tower's own rotary cos and sin."""
     h, p, pr = tower.hidden, ctx.p, ctx.pr
+    trains = setup.method == "full" and not getattr(setup, "freeze_vision", False)
+    if tower.model_type == "pixtral":
+        return _pixtral_outside(ctx, tower, setup, trains)
+    if tower.model_type == "mllama_vision_model":
+        return _mllama_outside(ctx, tower, setup, trains)
     projector = [l.name for l in tower.linears if l.kind == "projector"]
     first, second = (projector + ["", ""])[:2]
-    trains = setup.method == "full" and not getattr(setup, "freeze_vision", False)
     kept = 4 * h + 4 + (pr * h if trains else 0)                      # the merger's norm
     if trains or first in ctx.targets:
         kept += pr * h                                                 # the first linear's input
@@ -138,6 +162,48 @@ def _outside_blocks(ctx, tower, setup: Setup) -> float:
         kept += p * h                                                  # GELU's output, read by the second
     if tower.model_type.startswith("qwen"):
         kept += 2 * pr * (h // tower.heads)                            # 2-D rotary cos and sin per patch
+    return kept
+
+
+def attention_mask_bytes(tower, images: int, patches: int, p: int) -> float:
+    """The dense float mask the encoder hands SDPA, saved once for every layer's backward: Pixtral's
+    block-diagonal mask over all the batch's patches in one sequence (``generate_block_attention_mask``),
+    Llama 3.2 Vision's mask over each image's padded tiles."""
+    if tower.model_type == "pixtral":
+        return float(p) * (images * patches) ** 2
+    if tower.model_type == "mllama_vision_model":
+        return float(p) * images * patches ** 2
+    return 0.0
+
+
+def _pixtral_outside(ctx, tower, setup: Setup, trains: bool) -> float:
+    """Per patch, outside Pixtral's blocks: the 2-D rotary cos and sin, then Mistral 3's projector (an RMSNorm,
+    the patch merger's unfolded ``merge²`` patches into ``merging_layer``, ``linear_1``, GELU, ``linear_2``)."""
+    h, p, pr = tower.hidden, ctx.p, ctx.pr
+    m2 = tower.merge * tower.merge
+    text_h = setup.model.hidden
+    kept = 2 * p * (h // tower.heads)                                  # rotary cos and sin per patch
+    kept += 4 * h + 4 + (pr * h if trains else 0)                      # the projector's norm (fp32)
+    if trains or "merging_layer" in ctx.targets:
+        kept += p * h                                                  # unfolded patches: merging_layer's input
+    if trains or "linear_1" in ctx.targets:
+        kept += p * h / m2                                             # linear_1's input, per merged token
+    kept += p * text_h / m2                                            # GELU's input
+    if trains or "linear_2" in ctx.targets:
+        kept += p * text_h / m2                                        # GELU's output, read by linear_2
+    return kept
+
+
+def _mllama_outside(ctx, tower, setup: Setup, trains: bool) -> float:
+    """Per (padded) position, outside Llama 3.2 Vision's blocks: the two LayerNorms around the local layers,
+    the tanh gates of the global layers (each multiplies a layer's attention and MLP output), and the
+    projector's input, the final states concatenated with the kept intermediate layers (``vision_output_dim``)."""
+    h, p, pr = tower.hidden, ctx.p, ctx.pr
+    projector = next((l for l in tower.linears if l.kind == "projector"), None)
+    kept = 2 * (p * h + 8 + (pr * h if trains else 0))                # layernorm_pre, layernorm_post
+    kept += tower.global_layers * 2 * p * h                            # gate·output: the output is saved
+    if projector is not None and (trains or projector.name in ctx.targets):
+        kept += p * projector.d_in                                     # concatenated features: the projector's input
     return kept
 
 
@@ -157,11 +223,15 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
     if tower is None:
         return None
     images = getattr(setup, "images_per_sample", None) or 1
-    side = getattr(setup, "image_size", None) or tower.image_size or DEFAULT_IMAGE_SIDE
+    # a fixed-size tower's own side; else the stated one, or a photo-sized image (stated as an assumption)
+    side = getattr(setup, "image_size", None) or (tower.image_size if tower.tokens_per_image else 0) \
+        or DEFAULT_IMAGE_SIDE
     tokens, patches = image_tokens(tower, side)
     # The batch's pixel_values, float32 as the image processors return them: each patch's channels ×
     # temporal patch × patch² values (Qwen's) or the whole image's pixels.
-    if tower.tokens_per_image:
+    if tower.model_type == "mllama_vision_model":
+        pixels = 3 * tower.tiles * tower.image_size ** 2
+    elif tower.tokens_per_image:
         pixels = 3 * (tower.image_size or side) ** 2
     else:
         pixels = patches * 3 * tower.temporal_patch * tower.patch ** 2
@@ -180,9 +250,16 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
                            attention="sdpa" if setup.attention == "eager" else setup.attention)
     ctx = acts.context(vsetup)
     per_patch_layer = sum(b for *_, b in acts.layer_items(ctx))
+    if tower.model_type == "mllama_vision_model" and not (ctx.liger or ctx.compiled):
+        # fc1, GELU, fc2: GELU's input where layer_items counts SwiGLU's gate, up and SiLU outputs
+        per_patch_layer -= 2 * ctx.mlp_p * tower.intermediate
+        # nn.LayerNorm keeps its input in the compute dtype (and fp32 mean and rstd), not an fp32 copy
+        per_patch_layer -= 2 * max(0, 4 - ctx.p) * tower.hidden
     n = rows * images * patches
-    extra += n * _outside_blocks(ctx, tower, setup)
-    if setup.grad_checkpointing:
+    extra += n * _outside_blocks(ctx, tower, setup) + attention_mask_bytes(tower, rows * images, patches, ctx.p)
+    # Llama 3.2 Vision's encoder layers are plain modules: gradient checkpointing leaves them whole
+    checkpointed = setup.grad_checkpointing and tower.model_type != "mllama_vision_model"
+    if checkpointed:
         kept = n * tower.layers * ctx.pr * tower.hidden + extra
         recompute = n * per_patch_layer
     else:
@@ -191,3 +268,49 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
     said = line("activations.vision_tower", images=images, patches=patches, tokens=tokens, layers=tower.layers,
                 n=n, bytes=per_patch_layer)
     return TowerActivations(kept, recompute, images, tokens, patches, batch, said)
+
+
+def cross_attention(setup: Setup, rows: int) -> tuple[float, float, Line] | None:
+    """Llama 3.2 Vision's cross-attention layers beyond what a self-attention layer of the same widths keeps
+    (``activations`` counts every layer as one): each reads its keys and values from the images' vision states
+    (``tiles`` × positions per image) instead of the text, through a q and k RMSNorm without rotary positions,
+    and multiplies its attention and MLP outputs by tanh gates.  Per row and cross layer: the keys' and values'
+    outputs over the vision states, the key norm's fp32 copy, the query norm's input and fp32 copy, the two
+    gated outputs, less the text keys and values a self-attention layer would have kept; once per row, the
+    4-D cross-attention mask SDPA saves and the projected vision states when the k and v projections train.
+    Returns (kept, recompute, line)."""
+    shape = setup.model
+    cross = getattr(shape, "cross_attention_layers", ()) or ()
+    tower = getattr(shape, "vision", None)
+    if not cross or tower is None:
+        return None
+    ctx = acts.context(setup)
+    p, s = ctx.p, setup.seq_len
+    images = getattr(setup, "images_per_sample", None) or 1
+    nv = images * tower.tiles * mllama_positions(tower)
+    heads, kv_heads = shape.heads, shape.kv_heads
+    kv, q, h = kv_heads * shape.head_dim, heads * shape.head_dim, shape.hidden
+    full = setup.method == "full"
+    upcast = 4 if p < 4 else 0                           # the norms' fp32 copy (the input itself in fp32)
+    # the query norm (input, rstd), the key norm over the vision states (input, rstd), and the keys and values
+    # SDPA saves, repeated to every query head (the cross-attention mask is 4-D, so no grouped kernel)
+    per_layer = s * q * (p + upcast) + 4 * s * heads + nv * kv * (p + upcast) + 4 * nv * kv_heads + 2 * nv * q * p
+    if full:
+        per_layer += 2 * s * h * p + nv * kv * p          # the trained gates' inputs, k_norm's normalised keys
+    adapted = {"k_proj", "v_proj"} & ctx.targets if setup.adapters else set()
+    per_layer += len(adapted) * nv * setup.lora_rank * p  # lora_A outputs over the vision states
+    # less what a self-attention layer keeps for its text keys and values (estimated for every layer)
+    text_kv = q if ctx.expand_kv else kv
+    per_layer -= 2 * s * text_kv * p
+    kv_train = full or bool(adapted)
+    once = s * nv * p + (nv * h * p if kv_train else 0)
+    layers = len(cross) * ctx.trained_layers / shape.layers
+    if setup.grad_checkpointing:
+        kept = rows * (once + nv * h * p)                # the vision states: every cross layer's saved input
+        recompute = rows * max(per_layer, 0.0)
+    else:
+        kept = rows * (layers * per_layer + once)
+        recompute = 0.0
+    said = line("activations.cross_attention", layers=len(cross), vision=nv, bytes=per_layer,
+                mib=kept / 2**20)
+    return kept, recompute, said
