@@ -105,7 +105,9 @@ def fake_hub(tmp_path, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("OOMDOCTOR_HUB_LOOKUP", "1")
         monkeypatch.setenv("OOMDOCTOR_HUB_CACHE", str(tmp_path / "hub-cache"))
-        monkeypatch.setenv("OOMDOCTOR_HUB_TIMEOUT", "1")
+        # Far above a local answer even on a loaded machine (a CLI subprocess once missed 1 s at load 13);
+        # the slow-Hub test sets its own, below the stand-in's delay.
+        monkeypatch.setenv("OOMDOCTOR_HUB_TIMEOUT", "15")
         for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
             monkeypatch.delenv(var, raising=False)
         hub.clear_cache()
@@ -166,7 +168,8 @@ def test_switch_off_means_no_request(fake_hub, monkeypatch):
     assert fake_hub.requests == []
 
 
-def test_unknown_repo_and_slow_hub_fall_back(fake_hub):
+def test_unknown_repo_and_slow_hub_fall_back(fake_hub, monkeypatch):
+    monkeypatch.setenv("OOMDOCTOR_HUB_TIMEOUT", "1")      # the stand-in answers this repo after 3 s
     missing = hub.lookup("acme-lab/Does-Not-Exist-7B")
     assert missing.source == "name" and "no such repo" in missing.note["en"]
     fake_hub.repos["acme-lab/Slow-7B"] = _config(QWEN)
