@@ -1,6 +1,6 @@
 """Accuracy of the diagnosis on the evidence corpus (tests/corpus).
 
-    .venv/bin/python bench/corpus_accuracy.py [--one-shot] [--blind]
+    .venv/bin/python bench/corpus_accuracy.py [--one-shot] [--blind] [--blind-set N]
 
 Prints the confusion matrix of what ran out (oom_kind), top-1 and top-3 accuracy
 per labelled scenario, fact exactness, and every miss with what was diagnosed
@@ -41,9 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one-shot", action="store_true", help="judge needs_answer cases without the consultation")
     parser.add_argument("--blind", action="store_true", help="only the cases labelled blind: true")
+    parser.add_argument("--blind-set", type=int, metavar="N", help="only the cases labelled blind_set: N")
     args = parser.parse_args(argv)
     runner = _runner()
-    if args.blind:
+    if args.blind_set is not None:
+        results = [runner.run_case(*case) for case in runner.CASES if case[1].get("blind_set") == args.blind_set]
+    elif args.blind:
         results = [runner.run_case(*case) for case in runner.CASES if case[1].get("blind")]
     else:
         results = list(runner.outcomes())
