@@ -41,3 +41,32 @@ def test_an_unresolved_launcher_count_leaves_the_count_to_the_words(text, count)
 ])
 def test_a_count_that_contradicts_the_launcher_or_is_absent_stays_unknown(text):
     assert "dist.num_gpus" not in facts(gpu_count, text)
+
+
+# --- free: bare numbers are in the unit of the command's flag ---------------------------------------------
+
+FREE_HEADER = "              total        used        free      shared  buff/cache   available\n"
+FREE_SMALL = "Mem:            125         121           1           0           2           1\n"
+
+
+@pytest.mark.parametrize("text, total, available", [
+    ("$ free -g\n" + FREE_HEADER + FREE_SMALL, 125, 1),
+    ("root@node:~# free -m\n" + FREE_HEADER + "Mem:         128000      120000        1000          10        7000        2000\n", 125, 2000 / 1024),
+    ("free -k\n" + FREE_HEADER + "Mem:       131072000   125000000     1000000      10000     5000000     4194304\n", 125, 4),
+    ("free --gibi\n" + FREE_HEADER + FREE_SMALL, 125, 1),
+])
+def test_free_reads_bare_numbers_in_its_flags_unit(text, total, available):
+    from oomdoctor.extractors import free_mem
+    got = facts(free_mem, text)
+    assert got["host.ram_total_gib"] == pytest.approx(total, abs=1e-3)
+    assert got["host.ram_available_gib"] == pytest.approx(available, abs=1e-3)
+
+
+@pytest.mark.parametrize("text", [
+    FREE_HEADER + FREE_SMALL,                        # no command shown: 125 KiB is no machine, the unit is unknown
+    "free --giga\n" + FREE_HEADER + FREE_SMALL,      # decimal gigabytes
+    "free -g --si\n" + FREE_HEADER + FREE_SMALL,
+])
+def test_free_with_an_unsettled_unit_reads_nothing(text):
+    from oomdoctor.extractors import free_mem
+    assert not facts(free_mem, text)

@@ -82,9 +82,12 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy_id in scores and changes_anything(values, remedy):
                 out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
                                         apply_whatif(values, remedy.whatif)))
-    if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
+    # The GPU estimate judges remedies only for the memory that ran out, and only where what was observed does
+    # not contradict it.
+    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated))
+    if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif current is not None and current.result.fits is False and stated.get("log.after_steps") is not True:
+    elif gpu_judges and current.result.fits is False and stated.get("log.after_steps") is not True:
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
@@ -95,9 +98,12 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
+        # Among what fits, sharding over the GPUs the job already has comes first: it keeps what is trained (LoRA
+        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards).
         def key(p: Prescription):
             fits = p.after.result.fits if p.after is not None else p.remedy in own
-            return (not fits, not _can_fit(p.after or current), -(p.score if fits else _weighed(p, current, moment)), p.remedy)
+            return (not fits, not _can_fit(p.after or current), not (fits and _shards_the_gpus_it_has(kb.remedies[p.remedy], values)),
+                    -(p.score if fits else _weighed(p, current, moment)), p.remedy)
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
@@ -114,6 +120,30 @@ def _weighed(p: Prescription, current: Estimation, moment: str | None = None) ->
     else:
         before, now = current.result.per_gpu_gib, p.after.result.per_gpu_gib
     return p.score * (0.75 + max(0.0, before - now) / before / 2)
+
+
+# Facts that say only how the model states are spread over the GPUs.
+SHARDING = {"dist.strategy", "dist.zero_stage"}
+# A model state the estimate holds at least this much above what the failing process held is not what ran.
+CONTRADICTED = 1.25
+
+
+def _shards_the_gpus_it_has(remedy, values: dict[str, Any]) -> bool:
+    """Whether a remedy only changes how the model states are spread over the job's own GPUs (several)."""
+    whatif = remedy.whatif or {}
+    sets = whatif.get("set", {})
+    return (bool(sets) and set(sets) <= SHARDING and set(whatif) == {"set"}
+            and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1)
+
+
+def _contradicted(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether the OOM message contradicts the estimate: past loading the weights were resident, so weights
+    estimated well above what the process held (a sharding or a count the text did not give) mean the estimate
+    does not describe this run, and what would make it fit is no guide."""
+    held = max((stated.get(name) or 0.0) for name in ("oom.process_in_use_gib", "oom.allocated_gib", "oom.reserved_gib"))
+    if not held or stated.get("phase") == "loading":
+        return False
+    return current.result.breakdown.get("weights", 0.0) > CONTRADICTED * held
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:

@@ -146,7 +146,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足|"
-                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b", _I), "host"),
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
+                                  # the kernel's OOM killer only ever acts on host RAM: "killed by the OOM killer", "被 OOM killer 杀掉"
+                                  r"\boom[- _]?killer\b", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
                          # "when the state_dict is saved", "while the checkpoint is being saved"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
@@ -178,6 +180,15 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
     ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
                          r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
+    # The rollout engine taking its share, or the generation itself: "as soon as vLLM starts", "vLLM fails to wake up",
+    # "during rollouts", "vllm 唤醒时", "rollout 阶段", "生成的时候".
+    ("phase", re.compile(r"\b(?:as\s{1,3}soon\s{1,3}as|when(?:ever)?|while|once)\s{1,3}(?:the\s{1,3})?(?:vllm|sglang|rollout|inference)(?:\s{1,3}engine)?\s{1,3}"
+                         r"(?:starts?|started|starting|is\s{1,3}starting|launches|initiali[sz](?:es|ed|ing|e)|wakes?\s{1,3}up|woke\s{1,3}up|is\s{1,3}woken(?:\s{1,3}up)?)\b|"
+                         r"\b(?:vllm|sglang)(?:\s{1,3}engine)?\s{1,3}(?:fails?|failed|cannot|can't|could\s{1,3}not)\s{1,3}(?:to\s{1,3})?(?:wake\s{1,3}up|start|initiali[sz]e)\b|"
+                         r"\b(?:during|in)\s{1,3}(?:the\s{1,3})?(?:rollouts?|generation)(?:\s{1,3}(?:phase|stage|step))?\b(?!\s{1,3}(?:of|for)\s{1,3}(?:the\s{1,3})?(?:data|dataset|synthetic))|"
+                         r"\bwhile\s{1,3}(?:generating|sampling)\s{1,3}(?:the\s{1,3})?(?:rollouts?|completions?|responses?)\b|"
+                         r"(?:vllm|sglang|rollout|采样|生成)\s{0,2}(?:引擎)?\s{0,2}(?:启动|初始化|唤醒|wake[_ ]?up)?\s{0,2}(?:时|的时候|阶段|过程中)|"
+                         r"(?:vllm|sglang)\s{0,2}(?:引擎)?\s{0,2}(?:一)?(?:启动|初始化|唤醒)\s{0,2}(?:就|失败)", _I), "generate"),
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
