@@ -117,3 +117,37 @@ def test_a_vllm_setting_says_vllm_generates_so_generate_batches_and_beta_are_not
     remedies = ids(C.diagnose(text), "remedies")
     # generate() in the trainer is not what generates here, and beta 0 only helps where the method is known to be full.
     assert not remedies or remedies[0] not in ("rl_one_generation_step", "rl_beta_zero")
+
+
+# --- a report with no cause still says what it read and what it needs ------------------------------------
+
+@pytest.mark.parametrize("text, lang, read, need", [
+    ("my training crashed", "en", "no error message", "the error itself"),
+    ("训练挂了", "zh", "没有找到报错信息", "报错本身"),
+    ("It dies somewhere, on 8 x A100", "en", "number of GPUs the job trains on: 8", "the error itself"),
+    ("8 张 A100，跑着跑着就没了", "zh", "8", "报错本身"),
+])
+def test_a_report_without_a_cause_says_what_it_read_and_what_it_needs(text, lang, read, need):
+    reply = C.diagnose(text, lang=lang)
+    assert not reply["diagnoses"]
+    notices = " ".join(reply["notices"])
+    assert read.lower() in notices.lower() and need in notices
+    assert need in reply["text"]
+
+
+def test_a_report_with_a_cause_carries_no_such_notice():
+    reply = C.diagnose("Llama-3-8B LoRA on a 4090, CUDA out of memory in the backward pass")
+    assert reply["diagnoses"] and not any("To name a cause" in n for n in reply["notices"])
+
+
+# --- a failure while the data is prepared, with no message, is host RAM -----------------------------------
+
+@pytest.mark.parametrize("text", [
+    "用 LLaMA-Factory 训练，在 Running tokenizer on dataset 阶段跑到一半进程就没了",
+    "The run dies during the tokenization stage, before any training step; no traceback.",
+    "预处理数据的时候挂了，什么报错都没有",
+])
+def test_a_silent_failure_while_preparing_data_is_host_ram(text):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] == "host"
+    assert reply["diagnoses"][0]["id"] == "tokenize_in_memory"
