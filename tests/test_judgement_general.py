@@ -151,3 +151,58 @@ def test_a_silent_failure_while_preparing_data_is_host_ram(text):
     reply = C.diagnose(text)
     assert reply["oom_kind"] == "host"
     assert reply["diagnoses"][0]["id"] == "tokenize_in_memory"
+
+
+# --- weights that fill most of the card leave the step no room ----------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "LoRA of Llama-2-13B on one V100 32GB, batch size 1, CUDA out of memory on the first step.",
+    "在一张 4080 上 LoRA 微调 qwen2-7b，batch 1，爆显存",
+    "DPO with LoRA of Yi-34B on 8 x A100 80GB, batch 1: out of memory",
+])
+def test_weights_that_fill_three_quarters_of_the_card_are_the_cause(text):
+    reply = C.diagnose(text)
+    share = {f["name"]: f["value"] for f in reply["facts"]}["estimate.weights_share"]
+    assert 0.75 <= share < 1
+    assert reply["diagnoses"][0]["id"] == "model_too_large_for_gpu"
+
+
+def test_weights_with_room_to_spare_are_not():
+    reply = C.diagnose("LoRA of Llama-3-8B on a 4090, batch 1, CUDA out of memory")
+    assert "model_too_large_for_gpu" not in ids(reply, "diagnoses")
+
+
+
+# --- an FSDP all-gather names the wrap policy only when the unit is wider than a layer ----------------------
+
+GATHER = ("  File \"torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py\", line 250, in foreach_all_gather\n"
+          "    all_gather_output = all_gather_comm.allocate((all_gather_input_numel * world_size,), dtype=dtype, device=device)\n"
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried} GiB. GPU 3 has a total capacity of 79.11 GiB "
+          "of which 0.90 GiB is free. Including non-PyTorch memory, this process has 78.20 GiB memory in use. Of the allocated "
+          "memory 75.10 GiB is allocated by PyTorch, and 1.60 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("text", [
+    "SFT of Llama-3.1-70B with FSDP on 16 x H100 80GB, sequences of 8192 tokens, micro-batch 2.\n" + GATHER.format(tried="1.60"),
+    "用 FSDP 在 32 张 H100 上全参训练 llama-3.3-70b，序列长度 8192，batch 2，反向传播时爆显存\n" + GATHER.format(tried="1.96"),
+])
+def test_a_gather_of_one_layer_is_where_it_failed_not_why(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "activations_too_large"
+    assert "fsdp_wrap_policy" not in ids(reply, "diagnoses")
+
+
+@pytest.mark.parametrize("text", [
+    "Full fine-tuning of Llama-2-13B with FSDP on 8 x A100 80GB, no auto wrap policy set.\n" + GATHER.format(tried="24.20"),
+    "8 张 A100 80G 上用 FSDP 全参训练 qwen2.5-14b\n" + GATHER.format(tried="27.50"),
+])
+def test_a_gather_of_many_layers_is_a_unit_too_wide(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "fsdp_wrap_policy"
+    assert reply["remedies"][0]["id"] == "fsdp_auto_wrap"
+
+
+def test_a_large_gather_of_an_unknown_model_is_no_evidence_of_the_unit():
+    reply = C.diagnose("training with accelerate\n" + GATHER.format(tried="6.00"))
+    fired = {line for d in reply["diagnoses"] if d["id"] == "fsdp_wrap_policy" for line in d["why"]}
+    assert not any("decoder layers" in line for line in fired)

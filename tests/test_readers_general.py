@@ -70,3 +70,27 @@ def test_free_reads_bare_numbers_in_its_flags_unit(text, total, available):
 def test_free_with_an_unsettled_unit_reads_nothing(text):
     from oomdoctor.extractors import free_mem
     assert not facts(free_mem, text)
+
+
+# --- a model name's quantisation suffix: only bitsandbytes' 4 bits are NF4 ---------------------------------
+
+@pytest.mark.parametrize("text", [
+    "LoRA of TheBloke/Llama-2-70B-chat-GPTQ-4bit on a 4090",
+    "LoRA on Qwen2.5-7B-Instruct-AWQ in 4-bit",
+    "LoRA of mlx-community/Llama-3-8B-4bit",
+    "用 Qwen2.5-7B-Instruct-GPTQ-Int8 做 LoRA，8bit 的",
+    "4bit 的 Qwen-72B-Chat-Int4 做 LoRA",
+    "LoRA on a GGUF Q4_K_M 4-bit Llama-3-8B",
+])
+def test_bits_of_another_quantisation_format_are_not_bitsandbytes(text):
+    assert observed(text).get("model.load_dtype") not in ("nf4", "fp4", "int8")
+
+
+@pytest.mark.parametrize("text", [
+    "LoRA of unsloth/llama-3-8b-bnb-4bit",
+    "用 unsloth/Qwen2.5-7B-Instruct-bnb-4bit 做微调",
+    "--model_name_or_path unsloth/Qwen2.5-7B-Instruct-bnb-4bit --finetuning_type lora",
+    "4-bit LoRA of Llama-3-8B",
+])
+def test_bitsandbytes_4_bit_is_nf4(text):
+    assert observed(text)["model.load_dtype"] == "nf4"

@@ -241,6 +241,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 ]
 
 
+# Quantisation formats other than bitsandbytes': beside them a bare "4-bit"/"8-bit" names their bits, not NF4 or LLM.int8.
+_OTHER_QUANTISATION = re.compile(r"(?<![A-Za-z])(?:gptq|awq|exl2|mlx|gguf|ggml|hqq|aqlm|eetq|marlin|int4|q[2-8]_k(?:_[msl])?|q[48]_[01])(?![A-Za-z])", _I)
 # A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
 _DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
 DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
@@ -394,6 +396,9 @@ def extract(text: str) -> Iterator[Finding]:
     plain = _plain_launch(text) if "dist.strategy" not in best else None
     if plain is not None:
         best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
+    if best.get("model.load_dtype", (0, 0, None))[2] in ("nf4", "int8") and _OTHER_QUANTISATION.search(text):
+        # "GPTQ-4bit", "AWQ in 4-bit", "mlx-community/...-4bit": 4 bits of another format, not bitsandbytes' NF4.
+        del best["model.load_dtype"]
     for fact, (_, _, value, match) in sorted(best.items(), key=lambda item: item[1][:2]):
         if value == "not_flash":
             # Without flash attention the kernel is eager or SDPA, which the words do not say.
