@@ -206,3 +206,34 @@ def test_a_large_gather_of_an_unknown_model_is_no_evidence_of_the_unit():
     reply = C.diagnose("training with accelerate\n" + GATHER.format(tried="6.00"))
     fired = {line for d in reply["diagnoses"] if d["id"] == "fsdp_wrap_policy" for line in d["why"]}
     assert not any("decoder layers" in line for line in fired)
+
+
+# --- memory that grows: measure what grows before blaming the user's code --------------------------------
+
+@pytest.mark.parametrize("text", [
+    "Full fine-tuning of Qwen2-7B with the HF Trainer on 8 x A800, GPU memory keeps growing every step and after 2000 steps it is out of memory.",
+    "用 LLaMA-Factory 全参训练 qwen2-7b，显存随着训练逐渐升高，跑了两千步以后 OOM",
+])
+def test_growing_memory_is_first_measured(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] in ("memory_leak", "padding_outliers", "fragmentation")
+    assert reply["remedies"][0]["id"] == "memory_snapshot" or reply["diagnoses"][0]["id"] != "memory_leak"
+    assert ids(reply, "remedies").index("memory_snapshot") < ids(reply, "remedies").index("detach_tracked_tensors")
+
+
+@pytest.mark.parametrize("text", [
+    "(LLMRayActor pid=4242) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+    "  File \"vllm/v1/engine/core.py\", line 80, in __init__\n    self._initialize_kv_caches(vllm_config)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+])
+def test_the_rollout_engines_own_failure_is_the_rollouts_whatever_the_objective_is_called(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "rl_rollout_memory"
+    assert "generate_during_eval" not in ids(reply, "diagnoses")
+
+
+def test_vllms_sleep_allocator_says_sleep_mode_is_on_so_it_is_not_offered():
+    reply = C.diagnose("(LLMRayActor pid=4242) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")
+    assert {f["name"]: f["value"] for f in reply["facts"]}["rl.vllm_sleep"] is True
+    assert "vllm_sleep_mode" not in ids(reply, "remedies")
