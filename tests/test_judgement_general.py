@@ -237,3 +237,42 @@ def test_vllms_sleep_allocator_says_sleep_mode_is_on_so_it_is_not_offered():
     reply = C.diagnose("(LLMRayActor pid=4242) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")
     assert {f["name"]: f["value"] for f in reply["facts"]}["rl.vllm_sleep"] is True
     assert "vllm_sleep_mode" not in ids(reply, "remedies")
+
+
+# --- a consultation whose first paste says nothing of what ran out asks that first -----------------------
+
+@pytest.mark.parametrize("text", [
+    "PID     MEM(GB) COMMAND\n40126   11.20   ray::WorkerDict.actor_rollout_generate_sequences\n39907   0.54    ray::main_task",
+    "it just dies, no message",
+    "进程自己就没了，没有任何输出",
+])
+def test_a_paste_that_does_not_say_what_ran_out_gets_that_question(text):
+    from oomdoctor.consultation import State
+    _, reply = C.take_turn(State(), text)
+    assert reply["status"] == "question" and reply["questions"][0]["fact"] == "log.stated_memory"
+
+
+def test_a_paste_that_says_it_asks_something_else():
+    from oomdoctor.consultation import State
+    _, reply = C.take_turn(State(), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert not reply["questions"] or reply["questions"][0]["fact"] != "log.stated_memory"
+
+
+# --- eager attention makes big tensors of its own; an estimate far below what was held judges no saving ----
+
+BIG_78 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of 79.11 GiB "
+          "of which 1.40 GiB is free. Including non-PyTorch memory, this process has 77.60 GiB memory in use. Of the "
+          "allocated memory 75.00 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("text", [
+    "LoRA of Qwen2-VL-7B-Instruct with gradient checkpointing, batch 1, max_length 1024, on one A100 80GB.\n"
+    "model = Qwen2VLForConditionalGeneration.from_pretrained(path, attn_implementation=\"eager\")\n" + BIG_78,
+    "Qwen2-VL-7B 做 LoRA，开了梯度检查点，batch 1，max_length 1024，单卡 A100 80G\nattn_implementation: eager\n" + BIG_78,
+])
+def test_eager_attention_with_a_big_tensor_leads_with_attention_not_logits(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "eager_attention_long_seq"
+    # The estimate (1024 tokens, images unsized) is a quarter of what the process held: it does not veto the
+    # attention kernel's remedy.
+    assert reply["remedies"][0]["id"] == "memory_efficient_attention"

@@ -62,6 +62,9 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
         values = {**{a.fact: a.value for a in current.assumptions}, **values}
     own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
+    # An estimate well below what the failing process held misses what filled the card: it is no judge of which
+    # remedy saves memory (the diagnoses' own order is).
+    judges_savings = current is not None and not _underestimates(current, stated)
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
@@ -71,7 +74,8 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (guessed and remedy_id in own):
+        if judges_savings and after is not None and not _helps(after, current, values.get("oom_kind")) \
+                and not (guessed and remedy_id in own):
             continue  # the estimate says it would not help this set-up
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
     if not out and current is not None and diagnoses:
@@ -144,6 +148,13 @@ def _contradicted(current: Estimation, stated: dict[str, Any]) -> bool:
     if not held or stated.get("phase") == "loading":
         return False
     return current.result.breakdown.get("weights", 0.0) > CONTRADICTED * held
+
+
+def _underestimates(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether the OOM message shows the process holding well above the whole estimate (image tokens, a cache, a
+    length nobody stated): the estimate then does not see what ran out."""
+    held = max((stated.get(name) or 0.0) for name in ("oom.allocated_gib", "oom.process_in_use_gib"))
+    return bool(held) and held > CONTRADICTED * current.result.per_gpu_gib
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:
