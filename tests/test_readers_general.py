@@ -94,3 +94,20 @@ def test_bits_of_another_quantisation_format_are_not_bitsandbytes(text):
 ])
 def test_bitsandbytes_4_bit_is_nf4(text):
     assert observed(text)["model.load_dtype"] == "nf4"
+
+
+# --- wordings read in English, now in Chinese too -----------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["整个数据集都加载到内存里了", "把全部数据读进内存再训练", "the whole dataset in RAM"])
+def test_a_dataset_held_in_ram_in_both_languages(text):
+    assert observed(text)["data.in_memory"] is True
+
+
+@pytest.mark.parametrize("text", ["显存里放不下整个数据集", "整个数据集加载到显存"])
+def test_the_cards_memory_is_not_where_the_dataset_is_held(text):
+    assert "data.in_memory" not in observed(text)
+
+
+@pytest.mark.parametrize("text", ["GRPO，vllm 和训练共用 GPU", "vLLM 与训练放在同一张卡上", "vllm colocate 模式跑 GRPO", "colocated vLLM"])
+def test_a_colocated_vllm_in_both_languages(text):
+    assert observed(text)["rl.vllm"] == "colocate"

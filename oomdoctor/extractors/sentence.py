@@ -92,7 +92,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
     # "trl vllm-serve", "a vLLM server", "vLLM 服务".
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
-                           r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm", _I), "colocate"),
+                           r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm|"
+                           # "vllm 和训练共用 GPU", "vLLM 与训练放在同一张卡上", "vllm colocate 模式"
+                           r"(?<![A-Za-z])vllm(?![A-Za-z])\s{0,2}(?:和|与|跟)\s{0,2}(?:训练|训练进程|模型训练)\s{0,2}(?:共用|共享|放在同一张?|放在一起用)\s{0,2}(?:GPU|显卡|卡)", _I), "colocate"),
     ("rl.vllm", re.compile(r"(?<![A-Za-z])trl[ \t]{1,3}vllm-serve\b|(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:server|服务)", _I), "server"),
     ("train.attention", re.compile(r"(?:没(?:有)?(?:开|用|装)(?:启)?|未(?:开启|启用|使用|安装)|不(?:开|用)|关(?:闭|掉)(?:了)?|禁用(?:了)?)\s{0,2}(?:了\s{0,2})?"
                                    r"(?:flash[- _]?(?:attn|attention)|FA2?\b)|"
@@ -193,7 +195,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
                          r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
-    ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
+    ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b|"
+                                  # "整个数据集都加载到内存里", "把全部数据读进内存"
+                                  r"(?:整个|全部|所有)\s{0,2}(?:的)?\s{0,2}(?:数据集|数据)\s{0,3}(?:都)?\s{0,2}(?:加载|读|放|载入|存)(?:到|进|在)\s{0,2}(?:了\s{0,2})?(?<!显)内存", _I), True),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
