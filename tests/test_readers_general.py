@@ -111,3 +111,18 @@ def test_the_cards_memory_is_not_where_the_dataset_is_held(text):
 @pytest.mark.parametrize("text", ["GRPO，vllm 和训练共用 GPU", "vLLM 与训练放在同一张卡上", "vllm colocate 模式跑 GRPO", "colocated vLLM"])
 def test_a_colocated_vllm_in_both_languages(text):
     assert observed(text)["rl.vllm"] == "colocate"
+
+
+# --- in an answer, a number right before a card's name counts the cards, not what was asked ----------------
+
+@pytest.mark.parametrize("message, value", [
+    ("8 A800 80G, the machine has 96 GB of RAM and it ran out of host memory", None),
+    ("4 张 A100，num_workers 是 2", 2),
+    ("两张 4090，workers 4", 4),
+    ("2 x H100, 16 workers", 16),
+    ("8", 8),
+])
+def test_an_answer_does_not_take_a_card_count_for_another_count(message, value):
+    from oomdoctor.answers import read
+    reading = read(KB.questions["ask_num_workers"], message, KB, {"skip", "不知道"})
+    assert reading.value == value
