@@ -204,9 +204,9 @@ def _number(fact: str, text: str, kb: KnowledgeBase) -> int | float | None:
 
 
 def _counts_cards(number: int | float, clause: str) -> bool:
-    from .extractors.gpu_count import _CARD
+    from .extractors.gpu_count import CARD
 
-    return re.search(r"(?<![\d.])" + re.escape(str(number)) + r"(?![\d.])\s{0,2}(?:[xX×*]\s{0,2})?(?:张|块)?\s{0,2}" + _CARD,
+    return re.search(r"(?<![\d.])" + re.escape(str(number)) + r"(?![\d.])\s{0,2}(?:[xX×*]\s{0,2})?(?:张|块)?\s{0,2}" + CARD,
                      clause) is not None
 
 

@@ -68,6 +68,8 @@ _VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES(?:=|\s+is set to\s+)["']?(\d{1,3}
 # so that "2 x 4096" (a tensor's shape) is not two GPUs.
 _CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
          r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?!\w|\.\d)")
+# The card-name pattern, for readers that must tell a count of cards from other numbers (oomdoctor/answers.py).
+CARD = _CARD
 _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
 _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
 # Words before a count that pick cards out instead of counting them: the 7th, the last, one of, another, each.
