@@ -186,6 +186,9 @@ def _number(fact: str, text: str, kb: KnowledgeBase) -> int | float | None:
         # A number that is part of a name the extractors read ("one 3090") is not this answer.
         names = " ".join(o.detail for o in found if isinstance(o.value, str))
         numbers = [n for n in numbers if not re.search(r"(?<!\d)" + re.escape(str(n)) + r"(?!\d)", names)]
+        # A number right before a card's name counts those cards ("8 A800 80G"): it answers no other question.
+        if fact != "dist.num_gpus":
+            numbers = [n for n in numbers if not _counts_cards(n, clause)]
         if fact in claimed:
             candidates.append(claimed[fact])
         elif not claimed:
@@ -198,6 +201,13 @@ def _number(fact: str, text: str, kb: KnowledgeBase) -> int | float | None:
     if spec.type == "integer":
         return int(value) if float(value).is_integer() else None
     return value
+
+
+def _counts_cards(number: int | float, clause: str) -> bool:
+    from .extractors.gpu_count import CARD
+
+    return re.search(r"(?<![\d.])" + re.escape(str(number)) + r"(?![\d.])\s{0,2}(?:[xX×*]\s{0,2})?(?:张|块)?\s{0,2}" + CARD,
+                     clause) is not None
 
 
 def _numbers(fact: str, clause: str) -> list[int | float]:

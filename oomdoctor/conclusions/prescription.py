@@ -66,6 +66,9 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         values = {**{a.fact: a.value for a in current.assumptions}, **values}
     own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
     failed = failed_moment(values.get("phase"), current.result) if current is not None else None
+    # An estimate well below what the failing process held misses what filled the card: it is no judge of which
+    # remedy saves memory (the diagnoses' own order is).
+    judges_savings = current is not None and not _underestimates(current, stated)
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
@@ -75,7 +78,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
-        if after is not None and not _helps(after, current, values.get("oom_kind")) and not (
+        if judges_savings and after is not None and not _helps(after, current, values.get("oom_kind")) and not (
                 guessed and remedy_id in own and after.result.per_gpu_gib <= current.result.per_gpu_gib):
             continue  # the estimate says it would not help this set-up (and it makes the peak worse)
         out.append(Prescription(remedy_id, round(score, 4), after, apply_whatif(values, remedy.whatif)))
@@ -87,9 +90,12 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy_id in scores and changes_anything(values, remedy):
                 out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
                                         apply_whatif(values, remedy.whatif)))
-    if current is not None and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
+    # The GPU estimate judges remedies only for the memory that ran out, and only where what was observed does
+    # not contradict it.
+    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated))
+    if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif current is not None and fits_at(current, failed) is False and stated.get("log.after_steps") is not True:
+    elif gpu_judges and fits_at(current, failed) is False and stated.get("log.after_steps") is not True:
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
@@ -100,9 +106,12 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         # short: it competes with what fits. Other unpriced remedies rank with what does not fit.
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
+        # Among what fits, sharding over the GPUs the job already has comes first: it keeps what is trained (LoRA
+        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards).
         def key(p: Prescription):
             fits = fits_at(p.after, moment) if p.after is not None else p.remedy in own
-            return (not fits, not _can_fit(p.after or current), -(p.score if fits else _weighed(p, current, moment)), p.remedy)
+            return (not fits, not _can_fit(p.after or current), not (fits and _shards_the_gpus_it_has(kb.remedies[p.remedy], values)),
+                    -(p.score if fits else _weighed(p, current, moment)), p.remedy)
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
@@ -126,6 +135,37 @@ def fits_at(est: Estimation, moment: str | None) -> bool | None:
     if moment in AFTER_BACKWARD and est.result.gpu_memory_gib and est.result.at(moment) is not None:
         return est.result.at(moment) <= est.result.gpu_memory_gib
     return est.result.fits
+
+
+# Facts that say only how the model states are spread over the GPUs.
+SHARDING = {"dist.strategy", "dist.zero_stage"}
+# A model state the estimate holds at least this much above what the failing process held is not what ran.
+CONTRADICTED = 1.25
+
+
+def _shards_the_gpus_it_has(remedy, values: dict[str, Any]) -> bool:
+    """Whether a remedy only changes how the model states are spread over the job's own GPUs (several)."""
+    whatif = remedy.whatif or {}
+    sets = whatif.get("set", {})
+    return (bool(sets) and set(sets) <= SHARDING and set(whatif) == {"set"}
+            and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1)
+
+
+def _contradicted(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether the OOM message contradicts the estimate: past loading the weights were resident, so weights
+    estimated well above what the process held (a sharding or a count the text did not give) mean the estimate
+    does not describe this run, and what would make it fit is no guide."""
+    held = max((stated.get(name) or 0.0) for name in ("oom.process_in_use_gib", "oom.allocated_gib", "oom.reserved_gib"))
+    if not held or stated.get("phase") == "loading":
+        return False
+    return current.result.breakdown.get("weights", 0.0) > CONTRADICTED * held
+
+
+def _underestimates(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether the OOM message shows the process holding well above the whole estimate (image tokens, a cache, a
+    length nobody stated): the estimate then does not see what ran out."""
+    held = max((stated.get(name) or 0.0) for name in ("oom.allocated_gib", "oom.process_in_use_gib"))
+    return bool(held) and held > CONTRADICTED * current.result.per_gpu_gib
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:

@@ -233,5 +233,35 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", unknown: list[str], quest
         "notes": notes,
         "notices": _notices(notes, kb, lang),
     }
+    if question is None and not diagnoses and kind != "not_memory":
+        reply["notices"] += _unconcluded(memory, values, kind, kb, lang)
     _remarks(reply, evaluation, values, kb, lang)
     return reply
+
+
+# Read facts shown when no cause is concluded, at most this many: the user sees what was understood.
+MAX_READ_SHOWN = 8
+# What would let the rules name a cause, in the order a user is best asked for it: (fact(s) any of which settles it, text).
+NEEDED = ((("error.kind", "host.oom_killed", "process.exit_code"), "need.error"), (("oom_kind",), "need.kind"),
+          (("model.name", "model.params_b"), "need.model"), (("gpu.name", "gpu.memory_gib"), "need.gpu"),
+          (("phase", "log.after_steps"), "need.phase"))
+
+
+def _unconcluded(memory, values: dict[str, Any], kind: str, kb: KnowledgeBase, lang: str) -> list[str]:
+    """With no cause concluded the report still says something useful: what it read, and what it needs."""
+    sep = "；" if lang == "zh" else "; "
+    read = []
+    for fact in memory:
+        spec = kb.facts.get(fact.name)
+        if fact.source.kind not in ("extractor", "answer") or spec is None or fact.name.startswith("estimate."):
+            continue
+        value = spec.label(fact.value, lang) or (", ".join(map(str, fact.value)) if isinstance(fact.value, list) else fact.value)
+        if isinstance(value, bool):
+            value = kb.text("value.yes" if value else "value.no", lang)
+        read.append(f"{spec.text[lang]}: {value}{(' ' + spec.unit) if spec.unit and not isinstance(value, str) else ''}")
+    out = [kb.text("notice.read", lang, facts=sep.join(read[:MAX_READ_SHOWN])) if read else kb.text("notice.read_nothing", lang)]
+    missing = [kb.text(key, lang) for names, key in NEEDED
+               if not any(values.get(n) not in (None, "unknown") for n in names) and not (names == ("oom_kind",) and kind != "unknown")]
+    if missing:
+        out.append(kb.text("notice.needs", lang, facts=sep.join(missing)))
+    return out

@@ -43,6 +43,7 @@ from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
 from .trainable import trainable
+from .trainable import base_float_bytes
 from .weights import quantized_bytes, weights
 
 # The moments of a training step (evaluation and generation come between steps).
@@ -67,6 +68,8 @@ class Estimate:
     assumptions: list["Assumed"]
     moments: dict[str, float] = field(default_factory=dict)
     weights_gib: float = 0.0    # resident weights per GPU, for "the weights alone exceed the card"
+    # One decoder layer's weights unsharded, in the dtype they are stored in: what FSDP or ZeRO-3 gathers per layer.
+    layer_gib: float = 0.0
     fp32_master: bool = False
     gpu_memory_gib: float | None = None
     # Evaluation's kept predictions: what one step adds (GiB) and how many steps are held; None when unbounded
@@ -319,6 +322,7 @@ def estimate(setup: Setup) -> Estimate:
         headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
         moments={m.name: (m.total - (paged if m.parts.get("optimizer") else 0.0)) / GIB for m in moments},
         weights_gib=(g.weights / split) / GIB,
+        layer_gib=anatomy.layer_params(whole) * base_float_bytes(setup) / GIB,
         fp32_master=has_master(setup) or (p == 2 and pr == 4 and setup.method in ("full", "freeze")),
         gpu_memory_gib=setup.gpu_memory_gib,
         eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,

@@ -342,9 +342,13 @@ def estimate_facts(est: Estimate) -> dict[str, Any]:
         "estimate.vision_trains": est.vision_trains,
         "estimate.image_tokens_vary": est.image_tokens_vary,
     }
+    if est.layer_gib > 0:
+        facts["estimate.layer_gib"] = round(est.layer_gib, 3)
     if est.fits is not None:
         facts["estimate.fits"] = est.fits
         facts["estimate.weights_exceed_gpu"] = est.weights_gib > (est.gpu_memory_gib or 0.0)
+        if est.gpu_memory_gib:
+            facts["estimate.weights_share"] = round(est.weights_gib / est.gpu_memory_gib, 3)
         # Beyond the estimate's own error: a log that shows training steps completing then contradicts it.
         facts["estimate.training_exceeds_gpu"] = est.training_gib > (est.gpu_memory_gib or 0.0) * (1 + CLEAR_MARGIN)
     return facts

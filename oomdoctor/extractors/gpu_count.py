@@ -7,8 +7,9 @@ environment (`NPROC_PER_NODE=8 NNODES=2`), Slurm (`--gres=gpu:4 --nodes=2`), lit
 torchtune's single-device recipes; then what a run prints (the Trainer's banner, a DeepSpeed
 batch that only adds up over N ranks); then the visible devices (`CUDA_VISIBLE_DEVICES=0,1,2,3`);
 then words ("8 x A100", "8xH100", "2xT4", "7*V100", "4张L20", "共8张卡", "two GPUs", "单卡").
-An earlier kind of source beats a later one; two of the same kind that disagree, or a launcher
-whose count is a variable the paste does not define, leave the count unknown.
+An earlier kind of source beats a later one; two of the same kind that disagree leave the count unknown.
+A launcher whose count is a variable the paste does not define (`$NGPUS`, `auto`, a template) leaves it to
+the later sources, which must agree with what the launcher does say (a known count per machine), else unknown.
 
 The launchers that count per machine also give the machines: the DeepSpeed launcher's
 `--num_gpus` is per node (`--num_nodes`, or the hosts of `--include`), as is Slurm's
@@ -67,6 +68,8 @@ _VISIBLE = re.compile(r"""CUDA_VISIBLE_DEVICES(?:=|\s+is set to\s+)["']?(\d{1,3}
 # so that "2 x 4096" (a tensor's shape) is not two GPUs.
 _CARD = (r"(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|GTX[ \t]?|Tesla[ \t])?"
          r"(?:[A-Za-z]{1,6}[ \t]?\d{1,4}[A-Za-z]{0,4}|(?:[2-5]0[5-9]0|6000)(?:[ \t]?Ti)?|\d{3}[A-Za-z]{1,2})(?!\w|\.\d)")
+# The card-name pattern, for readers that must tell a count of cards from other numbers (oomdoctor/answers.py).
+CARD = _CARD
 _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "双": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "十六": 16}
 _EN_NUM = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8, "sixteen": 16}
 # Words before a count that pick cards out instead of counting them: the 7th, the last, one of, another, each.
@@ -126,22 +129,36 @@ class _Counts:
 
     def __init__(self) -> None:
         self.by_tier: dict[int, list[tuple[int | None, str]]] = {}
+        # What an unresolved launcher still says: the machines it runs on each hold this many (a total is a multiple).
+        self.multiple_of: set[int] = set()
 
-    def add(self, tier: int, count: int | None, detail: str) -> None:
+    def add(self, tier: int, count: int | None, detail: str, multiple_of: int | None = None) -> None:
         if count is None or 0 < count <= _MAX:
             self.by_tier.setdefault(tier, []).append((count, detail))
+        if count is None and multiple_of:
+            self.multiple_of.add(multiple_of)
 
     def decide(self) -> Finding | None:
+        unresolved = None
         for tier in sorted(self.by_tier):
             found = self.by_tier[tier]
             counts = {count for count, _ in found}
+            if counts == {None}:
+                # A launcher whose count the paste does not resolve (`--nproc_per_node auto`, `$NGPUS`, a template)
+                # says nothing against a count stated less directly ("8x A100"), so long as it fits what the
+                # launcher does say (8 per machine: the total is a multiple of 8).
+                unresolved = unresolved or Finding("dist.num_gpus", unknown(), found[0][1])
+                continue
             if None in counts:
                 return Finding("dist.num_gpus", unknown(), next(d for c, d in found if c is None))
             if len(counts) == 1:
-                return Finding("dist.num_gpus", counts.pop(), found[0][1])
+                count = counts.pop()
+                if unresolved and any(count % n for n in self.multiple_of):
+                    return unresolved
+                return Finding("dist.num_gpus", count, found[0][1])
             return Finding("dist.num_gpus", unknown(), "the paste gives different GPU counts: " +
                            ", ".join(sorted({d for _, d in found}))[:120])
-        return None
+        return unresolved
 
 
 def _value(raw: str, names: dict) -> int | None:
@@ -161,7 +178,7 @@ def _launch(text: str, names: dict, counts: _Counts) -> None:
     for m, n in per_node:
         node_counts = {c for _, c in nodes}
         if None in node_counts or len(node_counts) > 1:
-            counts.add(0, None, "--nnodes is not a number here")
+            counts.add(0, None, "--nnodes is not a number here", multiple_of=n)
             continue
         total = None if n is None else n * (node_counts.pop() if node_counts else 1)
         counts.add(0, total, snippet(text, m.start(), m.end()))
@@ -171,7 +188,7 @@ def _launch(text: str, names: dict, counts: _Counts) -> None:
         n = _value(m.group(1), names)
         nodes_ = [_value(x.group(1), names) for x in _NUM_NODES.finditer(text)]
         if nodes_ and (None in nodes_ or len(set(nodes_)) > 1):
-            counts.add(0, None, "--num_nodes is not a number here")
+            counts.add(0, None, "--num_nodes is not a number here", multiple_of=n if m.group(0).lower().count("gpus") else None)
             continue
         counts.add(0, None if n is None else n * (nodes_[0] if nodes_ else 1), snippet(text, m.start(), m.end()))
     for m in _INCLUDE.finditer(text):
@@ -181,7 +198,7 @@ def _launch(text: str, names: dict, counts: _Counts) -> None:
     for m in _ENV_NPROC.finditer(text):
         n = _value(m.group(1), names)
         if env_nodes and (None in env_nodes or len(set(env_nodes)) > 1):
-            counts.add(0, None, "NNODES is not a number here")
+            counts.add(0, None, "NNODES is not a number here", multiple_of=n)
             continue
         counts.add(0, None if n is None else n * (env_nodes[0] if env_nodes else 1), snippet(text, m.start(), m.end()))
     gres = _GRES.search(text)

@@ -92,7 +92,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
     # "trl vllm-serve", "a vLLM server", "vLLM 服务".
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
-                           r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm", _I), "colocate"),
+                           r"(?<![A-Za-z])colocated?[ \t]{1,3}vllm(?![A-Za-z])|共用\s{0,2}GPU\s{0,2}的\s{0,2}vllm|"
+                           # "vllm 和训练共用 GPU", "vLLM 与训练放在同一张卡上", "vllm colocate 模式"
+                           r"(?<![A-Za-z])vllm(?![A-Za-z])\s{0,2}(?:和|与|跟)\s{0,2}(?:训练|训练进程|模型训练)\s{0,2}(?:共用|共享|放在同一张?|放在一起用)\s{0,2}(?:GPU|显卡|卡)", _I), "colocate"),
     ("rl.vllm", re.compile(r"(?<![A-Za-z])trl[ \t]{1,3}vllm-serve\b|(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:server|服务)", _I), "server"),
     ("train.attention", re.compile(r"(?:没(?:有)?(?:开|用|装)(?:启)?|未(?:开启|启用|使用|安装)|不(?:开|用)|关(?:闭|掉)(?:了)?|禁用(?:了)?)\s{0,2}(?:了\s{0,2})?"
                                    r"(?:flash[- _]?(?:attn|attention)|FA2?\b)|"
@@ -146,7 +148,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足|"
-                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b", _I), "host"),
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
+                                  # the kernel's OOM killer only ever acts on host RAM: "killed by the OOM killer", "被 OOM killer 杀掉"
+                                  r"\boom[- _]?killer\b", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
                          # "when the state_dict is saved", "while the checkpoint is being saved"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
@@ -180,11 +184,22 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
     ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
                          r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
+    # The rollout engine taking its share, or the generation itself: "as soon as vLLM starts", "vLLM fails to wake up",
+    # "during rollouts", "vllm 唤醒时", "rollout 阶段", "生成的时候".
+    ("phase", re.compile(r"\b(?:as\s{1,3}soon\s{1,3}as|when(?:ever)?|while|once)\s{1,3}(?:the\s{1,3})?(?:vllm|sglang|rollout|inference)(?:\s{1,3}engine)?\s{1,3}"
+                         r"(?:starts?|started|starting|is\s{1,3}starting|launches|initiali[sz](?:es|ed|ing|e)|wakes?\s{1,3}up|woke\s{1,3}up|is\s{1,3}woken(?:\s{1,3}up)?)\b|"
+                         r"\b(?:vllm|sglang)(?:\s{1,3}engine)?\s{1,3}(?:fails?|failed|cannot|can't|could\s{1,3}not)\s{1,3}(?:to\s{1,3})?(?:wake\s{1,3}up|start|initiali[sz]e)\b|"
+                         r"\b(?:during|in)\s{1,3}(?:the\s{1,3})?(?:rollouts?|generation)(?:\s{1,3}(?:phase|stage|step))?\b(?!\s{1,3}(?:of|for)\s{1,3}(?:the\s{1,3})?(?:data|dataset|synthetic))|"
+                         r"\bwhile\s{1,3}(?:generating|sampling)\s{1,3}(?:the\s{1,3})?(?:rollouts?|completions?|responses?)\b|"
+                         r"(?:vllm|sglang|rollout|采样|生成)\s{0,2}(?:引擎)?\s{0,2}(?:启动|初始化|唤醒|wake[_ ]?up)?\s{0,2}(?:时|的时候|阶段|过程中)|"
+                         r"(?:vllm|sglang)\s{0,2}(?:引擎)?\s{0,2}(?:一)?(?:启动|初始化|唤醒)\s{0,2}(?:就|失败)", _I), "generate"),
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
                          r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
-    ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b", _I), True),
+    ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b|"
+                                  # "整个数据集都加载到内存里", "把全部数据读进内存"
+                                  r"(?:整个|全部|所有)\s{0,2}(?:的)?\s{0,2}(?:数据集|数据)\s{0,3}(?:都)?\s{0,2}(?:加载|读|放|载入|存)(?:到|进|在)\s{0,2}(?:了\s{0,2})?(?<!显)内存", _I), True),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
@@ -232,6 +247,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
 ]
 
 
+# Quantisation formats other than bitsandbytes': beside them a bare "4-bit"/"8-bit" names their bits, not NF4 or LLM.int8.
+_OTHER_QUANTISATION = re.compile(r"(?<![A-Za-z])(?:gptq|awq|exl2|mlx|gguf|ggml|hqq|aqlm|eetq|marlin|int4|q[2-8]_k(?:_[msl])?|q[48]_[01])(?![A-Za-z])", _I)
 # A mention right after a denial states nothing: "no DeepSpeed, no FSDP", "not 4-bit", "不用 deepspeed".
 _DENIED = re.compile(r"(?:\b(?:no|not|without|nor|non)|不用|没用|没有用|没有|没开|不是|未用|未)\s{0,3}(?:using\s{1,3}|use\s{1,3}|用\s{0,2})?$", _I)
 DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtype", "train.objective", "dist.offload_optimizer",
@@ -385,6 +402,9 @@ def extract(text: str) -> Iterator[Finding]:
     plain = _plain_launch(text) if "dist.strategy" not in best else None
     if plain is not None:
         best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
+    if best.get("model.load_dtype", (0, 0, None))[2] in ("nf4", "int8") and _OTHER_QUANTISATION.search(text):
+        # "GPTQ-4bit", "AWQ in 4-bit", "mlx-community/...-4bit": 4 bits of another format, not bitsandbytes' NF4.
+        del best["model.load_dtype"]
     for fact, (_, _, value, match) in sorted(best.items(), key=lambda item: item[1][:2]):
         if value == "not_flash":
             # Without flash attention the kernel is eager or SDPA, which the words do not say.
