@@ -95,7 +95,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated))
     if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif gpu_judges and fits_at(current, failed) is False and stated.get("log.after_steps") is not True:
+    elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and stated.get("log.after_steps") is not True:
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
