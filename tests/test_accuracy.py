@@ -192,3 +192,22 @@ def test_allocator_reserve_constants_follow_the_published_pairs():
     assert len(single) >= 5 and len(sharded) >= 5
     assert statistics.median(single) == pytest.approx(ALLOCATOR_RESERVE, abs=0.02)
     assert statistics.median(sharded) == pytest.approx(ALLOCATOR_RESERVE_SHARDED, abs=0.02)
+
+
+def test_published_summary_reports_issue_13_targets_as_they_stand():
+    """The summary line states each of #13's targets with its figure, and says NOT met when a row breaks it."""
+    def row(rid, ours, acc, poor):
+        return {"id": rid, "scope": "in", "ours_err": ours, "accelerate_err": acc, "gpu_poor_err": poor}
+
+    rows = [row("a", 0.02, 0.5, 1.0), row("b", -0.04, 0.3, 2.0), row("c", -0.20, 0.10, 1.0)]
+    summary = {"in_scope": compare_published.summarise(rows), "in_scope_rows_closest": {"ours": 2, "of": 3}}
+    met = compare_published.targets_met(rows, summary)
+    assert met["median"] == (0.04, True)
+    assert met["worst"] == (0.20, False)
+    assert met["closest"] == ((2, 3), False)
+    assert [rid for rid, _ in met["over_max"]] == ["c"] and [rid for rid, _ in met["not_closest"]] == ["c"]
+    text = compare_published.targets_text(rows, summary)
+    assert "4.0% met" in text and "20.0% NOT met" in text and "2 of 3 NOT met" in text
+    rows[2] = row("c", -0.05, 0.10, 1.0)
+    summary = {"in_scope": compare_published.summarise(rows), "in_scope_rows_closest": {"ours": 3, "of": 3}}
+    assert "NOT" not in compare_published.targets_text(rows, summary)
