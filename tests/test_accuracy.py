@@ -211,3 +211,28 @@ def test_published_summary_reports_issue_13_targets_as_they_stand():
     rows[2] = row("c", -0.05, 0.10, 1.0)
     summary = {"in_scope": compare_published.summarise(rows), "in_scope_rows_closest": {"ours": 3, "of": 3}}
     assert "NOT" not in compare_published.targets_text(rows, summary)
+
+
+def test_fsdp_gap_replays_the_allocation_history_to_the_peak():
+    """``fsdp_gap.peak_by_site`` (what the two-GPU run reports) finds the highest point of a recorded allocation
+    history and sums what is alive there by the innermost library frame."""
+    import fsdp_gap
+
+    def alloc(addr, size, path):
+        return {"action": "alloc", "addr": addr, "size": size, "frames": [{"filename": "/x/site-packages/" + path,
+                                                                            "line": 1, "name": "f"}]}
+
+    def free(addr, size):
+        return {"action": "free_requested", "addr": addr, "size": size}
+
+    events = [alloc(1, 100, "transformers/models/llama/modeling_llama.py"),
+              alloc(2, 50, "torch/distributed/fsdp/_flat_param.py"), free(1, 100),
+              alloc(3, 120, "transformers/models/llama/modeling_llama.py"), alloc(4, 10, "numpy/core.py"),
+              free(3, 120), alloc(5, 30, "peft/tuners/lora/layer.py")]
+    rows = fsdp_gap.peak_by_site({"device_traces": [events]}, before=1000)
+    by = {(r["site"].split(":")[0] if ".py:" in r["site"] else r["site"]): r["gib"] * fsdp_gap.GIB for r in rows}
+    assert by["(allocated before the step)"] == 1000
+    assert by["transformers/models/llama/modeling_llama.py"] == 120      # the first block was freed before
+    assert by["torch/distributed/fsdp/_flat_param.py"] == 50 and by["(other)"] == 10
+    assert "peft/tuners/lora/layer.py" not in by                          # allocated after the peak
+    assert by["(peak: the step's allocations and what was there before)"] == 1000 + 180
