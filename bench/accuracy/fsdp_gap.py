@@ -160,6 +160,7 @@ def _shard(model, peft_model, run: GapRun, device):
 def measure(shape, run: GapRun, steps: int, dry: bool, tmp: Path, rank: int, world: int) -> dict:
     import torch
 
+    from gpu_measure import reset_peak
     from oomdoctor.estimate import estimate
 
     device = "cpu" if dry else f"cuda:{torch.cuda.current_device()}"
@@ -188,11 +189,7 @@ def measure(shape, run: GapRun, steps: int, dry: bool, tmp: Path, rank: int, wor
         for step in range(steps):
             last = step == steps - 1
             if step == 1:
-                if dry:
-                    tracker.reset_peak()
-                else:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
+                reset_peak(tracker)
             if last and not dry:
                 torch.cuda.synchronize()
                 before = torch.cuda.memory_allocated()

@@ -235,11 +235,7 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
         warnings.simplefilter("ignore")
         for step in range(steps):
             if step == 1:
-                if dry:
-                    tracker.reset_peak()
-                else:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
+                reset_peak(tracker)
             t0 = time.perf_counter()
             with autocast:
                 loss = model(**batch).loss
@@ -277,6 +273,16 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
             "model": shape.id, "measured": meas, "estimate": estd,
             "error": {"allocated": (estd["allocated_gib"] - meas["allocated_gib"]) / meas["allocated_gib"],
                       "reserved": (estd["reserved_gib"] - meas["reserved_gib"]) / meas["reserved_gib"]}}
+
+
+def reset_peak(tracker) -> None:
+    """Start the peak over from here: the CPU tracker's in a dry run (``tracker`` given), CUDA's otherwise."""
+    if tracker is not None:
+        tracker.reset_peak()
+        return
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
 
 
 def _evaluate(model, batch: dict, steps: int, autocast, dry: bool) -> list[float]:
