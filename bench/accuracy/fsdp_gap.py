@@ -230,16 +230,16 @@ def measure(shape, run: GapRun, steps: int, dry: bool, tmp: Path, rank: int, wor
     result["error"] = {"allocated": (est.allocated_gib - result["measured"]["allocated_gib"])
                        / result["measured"]["allocated_gib"]}
     if history is not None:
-        result["peak_by_site"] = peak_by_site(history, before)
+        result["peak_by_site"] = peak_by_site(history, before, device=torch.cuda.current_device())
     return result
 
 
-def peak_by_site(snapshot: dict, before: int = 0, top: int = 12) -> list[dict]:
-    """Replay the recorded allocations of device 0 (the last step) and sum what is alive at their highest point
+def peak_by_site(snapshot: dict, before: int = 0, top: int = 12, device: int = 0) -> list[dict]:
+    """Replay the recorded allocations of ``device`` (the last step) and sum what is alive at their highest point
     by the innermost library frame that allocated it; ``before``: bytes allocated when the recording started
     (sharded weights, optimizer states), constant through the step, so the highest point is the step's peak."""
-    traces = snapshot.get("device_traces") or [[]]
-    events = traces[0]
+    traces = snapshot.get("device_traces") or []
+    events = traces[device] if device < len(traces) else []
     live: dict[int, tuple[int, str]] = {}
     cur = best = 0
     best_live: dict[int, tuple[int, str]] = {}
