@@ -194,3 +194,47 @@ def test_allocator_reserve_constants_follow_the_published_pairs():
     assert len(single) >= 5 and len(sharded) >= 5
     assert statistics.median(single) == pytest.approx(ALLOCATOR_RESERVE, abs=0.02)
     assert statistics.median(sharded) == pytest.approx(ALLOCATOR_RESERVE_SHARDED, abs=0.02)
+
+
+def test_published_summary_reports_issue_13_targets_as_they_stand():
+    """The summary line states each of #13's targets with its figure, and says NOT met when a row breaks it."""
+    def row(rid, ours, acc, poor):
+        return {"id": rid, "scope": "in", "ours_err": ours, "accelerate_err": acc, "gpu_poor_err": poor}
+
+    rows = [row("a", 0.02, 0.5, 1.0), row("b", -0.04, 0.3, 2.0), row("c", -0.20, 0.10, 1.0)]
+    summary = {"in_scope": compare_published.summarise(rows), "in_scope_rows_closest": {"ours": 2, "of": 3}}
+    met = compare_published.targets_met(rows, summary)
+    assert met["median"] == (0.04, True)
+    assert met["worst"] == (0.20, False)
+    assert met["closest"] == ((2, 3), False)
+    assert [rid for rid, _ in met["over_max"]] == ["c"] and [rid for rid, _ in met["not_closest"]] == ["c"]
+    text = compare_published.targets_text(rows, summary)
+    assert "4.0% met" in text and "20.0% NOT met" in text and "2 of 3 NOT met" in text
+    rows[2] = row("c", -0.05, 0.10, 1.0)
+    summary = {"in_scope": compare_published.summarise(rows), "in_scope_rows_closest": {"ours": 3, "of": 3}}
+    assert "NOT" not in compare_published.targets_text(rows, summary)
+
+
+def test_fsdp_gap_replays_the_allocation_history_to_the_peak():
+    """``fsdp_gap.peak_by_site`` (what the two-GPU run reports) finds the highest point of a recorded allocation
+    history and sums what is alive there by the innermost library frame."""
+    import fsdp_gap
+
+    def alloc(addr, size, path):
+        return {"action": "alloc", "addr": addr, "size": size, "frames": [{"filename": "/x/site-packages/" + path,
+                                                                            "line": 1, "name": "f"}]}
+
+    def free(addr, size):
+        return {"action": "free_requested", "addr": addr, "size": size}
+
+    events = [alloc(1, 100, "transformers/models/llama/modeling_llama.py"),
+              alloc(2, 50, "torch/distributed/fsdp/_flat_param.py"), free(1, 100),
+              alloc(3, 120, "transformers/models/llama/modeling_llama.py"), alloc(4, 10, "numpy/core.py"),
+              free(3, 120), alloc(5, 30, "peft/tuners/lora/layer.py")]
+    rows = fsdp_gap.peak_by_site({"device_traces": [events]}, before=1000)
+    by = {(r["site"].split(":")[0] if ".py:" in r["site"] else r["site"]): r["gib"] * fsdp_gap.GIB for r in rows}
+    assert by["(allocated before the step)"] == 1000
+    assert by["transformers/models/llama/modeling_llama.py"] == 120      # the first block was freed before
+    assert by["torch/distributed/fsdp/_flat_param.py"] == 50 and by["(other)"] == 10
+    assert "peft/tuners/lora/layer.py" not in by                          # allocated after the peak
+    assert by["(peak: the step's allocations and what was there before)"] == 1000 + 180

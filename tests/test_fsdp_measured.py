@@ -29,3 +29,12 @@ def test_fsdp_holds_nothing_per_token_at_the_backward_peak():
     assert second["tokens"] == 2 * first["tokens"]
     assert second["single_bytes"] > first["single_bytes"] * 1.5            # the peak itself follows the tokens
     assert first["fsdp_extra_bytes"] == second["fsdp_extra_bytes"] > 0
+
+
+def test_units_mixing_frozen_weights_and_adapters_keep_the_frozen_weights_gradient_shards():
+    # use_orig_params=True with decoder-layer units only (no peft policy): each rank keeps the gradient of its
+    # whole shard, frozen weights included, where one process keeps the adapters' gradients only
+    result = fsdp_probe.probe_mixed_units(reentrant=True)
+    for row in result["rows"]:
+        assert row["fsdp"]["grads"] == result["decoder_param_bytes"] // 2
+        assert row["single"]["grads"] < row["fsdp"]["grads"] / 10

@@ -18,9 +18,20 @@ cross-entropy over them; the output dropped before ``backward`` as the Trainer
 drops it.  It runs two sequence lengths: what FSDP holds beyond one process
 there is a constant (the root unit), not something that grows with the tokens.
 
+``--mixed-units`` wraps by decoder layer only (accelerate's TRANSFORMER_BASED_WRAP
+without peft's policy) with ``use_orig_params=True`` (``accelerate launch``'s
+default), so each unit mixes frozen weights and LoRA adapters, everything in
+bf16.  FSDP1 then hands the frozen weights to autograd as views of a flat
+parameter that requires grad (``_flat_param.py``, ``_use_unsharded_views``):
+their gradients are computed, reduce-scattered, and kept as the sharded flat
+gradient (``_use_sharded_grad_views`` exposes only the trainable part) until
+``zero_grad``, the "higher than expected gradient memory usage" the FSDP
+docstring warns of.  The probe reports the gradient bytes alive after backward
+and the backward peak at two lengths, FSDP against one process.
+
 Usage::
 
-    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1] [--qlora 1] [--backward]
+    python bench/accuracy/fsdp_probe.py [--json] [--reentrant 0|1] [--qlora 1] [--backward] [--mixed-units]
 
 It starts ``torch.distributed.run`` for the two-rank half itself.
 """
@@ -44,14 +55,24 @@ SHAPE = dict(hidden_size=256, intermediate_size=688, num_attention_heads=8, num_
 
 
 
-def _sharded(model, wrap_from):
+def _sharded(model, wrap_from, mixed_units: bool = False):
     """`model` under FSDP1 on the CPU as the PEFT FSDP recipes run it: fully sharded, bf16 compute and
-    reduction, one unit per decoder layer (peft's policy, read off `wrap_from`)."""
+    reduction, one unit per decoder layer (peft's policy, read off `wrap_from`); ``mixed_units``: decoder
+    layers only, ``use_orig_params=True``, no mixed precision (the model is bf16 throughout)."""
+    import functools
+
     import torch
     from peft.utils.other import fsdp_auto_wrap_policy
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
 
     half = torch.bfloat16
+    if mixed_units:
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})
+        return FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=torch.device("cpu"),
+                                        sharding_strategy=ShardingStrategy.FULL_SHARD, use_orig_params=True)
     return FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(wrap_from),
                                     device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
                                     mixed_precision=MixedPrecision(param_dtype=half, reduce_dtype=half, buffer_dtype=half))
@@ -144,16 +165,21 @@ def _with_loss_in_model(model):
     return Causal445(model)
 
 
-def peak_in_backward(fsdp: bool, reentrant: bool, seq: int) -> int:
-    """The highest live bytes in backward beyond what existed before the step (this rank)."""
+def peak_in_backward(fsdp: bool, reentrant: bool, seq: int, mixed_units: bool = False):
+    """The highest live bytes in backward beyond what existed before the step (this rank); with
+    ``mixed_units`` also the gradient bytes alive after backward (distinct storages)."""
     import torch
 
     from instrument import Tracker, cuda_like_dropout, storage_bytes
 
     peft_model = _model(reentrant)
+    if mixed_units:
+        # one dtype per flat parameter: the adapters in bf16 with the base (in one process too)
+        for p in peft_model.parameters():
+            p.data = p.data.to(torch.bfloat16)
     model = _with_loss_in_model(peft_model)
     if fsdp:
-        model = _sharded(model, wrap_from=peft_model)
+        model = _sharded(model, wrap_from=peft_model, mixed_units=mixed_units)
     model.train()
     batch = _batch(seq)
     pre = list(model.parameters()) + list(model.buffers()) + list(batch.values())
@@ -170,29 +196,35 @@ def peak_in_backward(fsdp: bool, reentrant: bool, seq: int) -> int:
             tracker.reset_peak()
             loss.backward()
             peak = tracker.peak - tracker.pre
-    return peak
+        grads = {p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes()
+                 for p in model.parameters() if p.grad is not None}
+        for p in model.parameters():
+            p.grad = None
+    return {"peak": peak, "grads": sum(grads.values())} if mixed_units else peak
 
 
-def _rank_main(reentrant: bool, quantized_from: str | None, out: str, seqs: list[int]) -> None:
+def _rank_main(reentrant: bool, quantized_from: str | None, out: str, seqs: list[int],
+               mixed_units: bool = False) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     # Every length in the one launch: starting two ranks (each importing torch, transformers and peft) costs
     # more than the probe itself. Each call builds its own model and counts only what it creates.
-    kept = ([peak_in_backward(True, reentrant, seq) for seq in seqs] if seqs
+    kept = ([peak_in_backward(True, reentrant, seq, mixed_units) for seq in seqs] if seqs
             else kept_after_forward(True, reentrant, quantized_from))
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({"kept": kept}))
     dist.destroy_process_group()
 
 
-def _two_ranks(reentrant: bool, source: str | None, tmp: str, seqs: tuple[int, ...] = ()) -> int | list[int]:
+def _two_ranks(reentrant: bool, source: str | None, tmp: str, seqs: tuple[int, ...] = (),
+               mixed_units: bool = False) -> int | list:
     out = Path(tmp) / "rank0.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                "--master_port", str(29500 + (os.getpid() + sum(seqs)) % 1000), __file__, "--rank-main",
                "--reentrant", str(int(reentrant)), "--quantized-from", source or "", "--out", str(out),
-               "--seqs", ",".join(map(str, seqs))]
+               "--seqs", ",".join(map(str, seqs))] + (["--mixed-units"] if mixed_units else [])
     ranks = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if not out.exists():
         raise RuntimeError("the two-rank run failed:\n" + (ranks.stderr or ranks.stdout)[-3000:])
@@ -210,6 +242,30 @@ def probe_backward(reentrant: bool = True, seqs: tuple[int, ...] = (SEQ // 2, SE
         single = peak_in_backward(False, reentrant, seq)
         rows.append({"tokens": BATCH * seq, "single_bytes": single, "fsdp_bytes": fsdp, "fsdp_extra_bytes": fsdp - single})
     return {"reentrant": reentrant, "vocab": SHAPE["vocab_size"], "rows": rows}
+
+
+def probe_mixed_units(reentrant: bool = True, seqs: tuple[int, ...] = (SEQ // 2, SEQ)) -> dict:
+    """Decoder-layer units mixing frozen weights and adapters under ``use_orig_params=True``: the gradient
+    bytes alive after backward and the backward peak, FSDP rank 0 against one process, at each length."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        on_two_ranks = _two_ranks(reentrant, None, tmp, seqs, mixed_units=True)
+    rows = []
+    for seq, fsdp in zip(seqs, on_two_ranks):
+        single = peak_in_backward(False, reentrant, seq, mixed_units=True)
+        rows.append({"tokens": BATCH * seq, "single": single, "fsdp": fsdp})
+    return {"reentrant": reentrant, "rows": rows, "decoder_param_bytes": _decoder_param_bytes()}
+
+
+def _decoder_param_bytes() -> int:
+    """bf16 bytes of every decoder layer's weights with the LoRA adapters on q/k/v/o (r = 16)."""
+    h, i, heads, kv = SHAPE["hidden_size"], SHAPE["intermediate_size"], SHAPE["num_attention_heads"], \
+        SHAPE["num_key_value_heads"]
+    kvd = h // heads * kv
+    base = 2 * h * h + 2 * h * kvd + 3 * h * i + 2 * h
+    lora = 16 * (h + h) * 2 + 16 * (h + kvd) * 2
+    return 2 * SHAPE["num_hidden_layers"] * (base + lora)
 
 
 def probe(reentrant: bool, qlora: bool = False) -> dict:
@@ -235,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="1: the base in NF4 through bitsandbytes (installed separately; its CPU backend will do)")
     ap.add_argument("--backward", action="store_true",
                     help="at the loss's backward peak, transformers-4.45 loss in the model, two sequence lengths")
+    ap.add_argument("--mixed-units", action="store_true",
+                    help="decoder-layer units mixing frozen weights and adapters, use_orig_params=True")
     ap.add_argument("--seqs", default="", help=argparse.SUPPRESS)
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--quantized-from", help=argparse.SUPPRESS)
@@ -242,9 +300,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rank_main:
         _rank_main(bool(args.reentrant), args.quantized_from or None, args.out,
-                   [int(n) for n in args.seqs.split(",") if n])
+                   [int(n) for n in args.seqs.split(",") if n], args.mixed_units)
         return 0
     modes = [bool(args.reentrant)] if args.reentrant is not None else [True, False]
+    if args.mixed_units:
+        results = [probe_mixed_units(r) for r in modes]
+        if args.json:
+            print(json.dumps(results))
+            return 0
+        for r in results:
+            for row in r["rows"]:
+                s1, f2 = row["single"], row["fsdp"]
+                print(f"mixed units, reentrant={r['reentrant']!s:5} {row['tokens']:>5} tokens  gradients after "
+                      f"backward: one process {s1['grads']:>10,} B, FSDP rank 0 {f2['grads']:>10,} B (half of the "
+                      f"decoder layers' {r['decoder_param_bytes']:,} B: {r['decoder_param_bytes'] // 2:,}); "
+                      f"backward peak {s1['peak']:>11,} B / {f2['peak']:>11,} B")
+        return 0
     if args.backward:
         results = [probe_backward(r) for r in modes]
         if args.json:

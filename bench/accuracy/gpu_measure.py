@@ -37,8 +37,14 @@ held each 4-bit matmul's input (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``
 removed in bitsandbytes#1270), outside ``save_for_backward`` and so outside
 non-reentrant checkpointing's hooks.
 
+``--sweep fsdp-gap`` (under ``torchrun --nproc_per_node 2``, two GPUs) runs
+fms-acceleration's FSDP LoRA and QLoRA set-ups at 2 and 4 × 4096 tokens a GPU,
+in one process and as FSDP over the two ranks, and prints what was alive at
+each run's allocated peak, by allocating site (``fsdp_gap.py`` says why and how).
+
 Usage::
 
+    torchrun --nproc_per_node 2 bench/accuracy/gpu_measure.py --sweep fsdp-gap --model mistral-7b-v0.1 --steps 3
     python bench/accuracy/gpu_measure.py [--model qwen2.5-0.5b] [--name h200] [--steps 3] [--only lora]
     python bench/accuracy/gpu_measure.py --sweep qlora-context --model llama-2-7b --steps 2
     python bench/accuracy/gpu_measure.py --sweep qlora-prep --model mistral-7b-v0.1 --steps 3
@@ -122,7 +128,7 @@ def qlora_prep_runs(dry: bool) -> list[Run]:
                 reentrant=True, prep=prep, lora_dropout=0.1) for prep in ("none", "kbit", "kbit+trl")]
 
 
-SWEEPS = {"qlora-context": qlora_context_runs, "qlora-prep": qlora_prep_runs}
+SWEEPS = {"qlora-context": qlora_context_runs, "qlora-prep": qlora_prep_runs, "fsdp-gap": None}  # fsdp_gap.py
 
 
 def setup_for(shape: ModelShape, run: Run) -> Setup:
@@ -229,11 +235,7 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
         warnings.simplefilter("ignore")
         for step in range(steps):
             if step == 1:
-                if dry:
-                    tracker.reset_peak()
-                else:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
+                reset_peak(tracker)
             t0 = time.perf_counter()
             with autocast:
                 loss = model(**batch).loss
@@ -271,6 +273,16 @@ def measure(shape: ModelShape, run: Run, steps: int, dry: bool, tmp: Path) -> di
             "model": shape.id, "measured": meas, "estimate": estd,
             "error": {"allocated": (estd["allocated_gib"] - meas["allocated_gib"]) / meas["allocated_gib"],
                       "reserved": (estd["reserved_gib"] - meas["reserved_gib"]) / meas["reserved_gib"]}}
+
+
+def reset_peak(tracker) -> None:
+    """Start the peak over from here: the CPU tracker's in a dry run (``tracker`` given), CUDA's otherwise."""
+    if tracker is not None:
+        tracker.reset_peak()
+        return
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
 
 
 def _evaluate(model, batch: dict, steps: int, autocast, dry: bool) -> list[float]:
@@ -317,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         shape = replace(shape, layers=2, max_position=4096)
     # bitsandbytes' CPU backend (0.49 and later) runs NF4 on the CPU too
     has_bnb = _has("bitsandbytes") and (not dry or _bnb_on_cpu())
+    if args.sweep == "fsdp-gap":
+        return _fsdp_gap(args, shape, dry, has_bnb)
     plan = [r for r in (SWEEPS[args.sweep](dry) if args.sweep else runs(dry)) if (r.method != "qlora" or has_bnb)]
     if args.sweep and not plan:
         print("this sweep needs bitsandbytes (on CPU: 0.49 or later)", file=sys.stderr)
@@ -353,6 +367,28 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"about": "bench/accuracy/gpu_measure.py", "date": _dt.date.today().isoformat(),
                                "gpu": gpu, "gpu_memory_gib": total, "dry_run": dry, "versions": versions(),
                                "steps": args.steps, "runs": results}, indent=1, default=str) + "\n")
+    print(f"wrote {out.relative_to(HERE.parents[1])}")
+    return 0
+
+
+def _fsdp_gap(args, shape, dry: bool, has_bnb: bool) -> int:
+    import torch
+
+    import fsdp_gap
+
+    results, rank = fsdp_gap.main(args, shape, dry, has_bnb)
+    if rank or (dry and not args.name):
+        if rank == 0:
+            print("dry run: nothing written (give --name to write)")
+        return 0
+    gpu = "cpu (dry run)" if dry else torch.cuda.get_device_name(0)
+    name = args.name or gpu.replace("NVIDIA ", "").replace(" ", "_").lower() + "_fsdp-gap"
+    out = HERE / "data" / f"gpu_{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"about": "bench/accuracy/gpu_measure.py --sweep fsdp-gap (bench/accuracy/fsdp_gap.py)",
+                               "date": _dt.date.today().isoformat(), "gpu": gpu, "dry_run": dry,
+                               "versions": versions(), "steps": args.steps, "runs": results}, indent=1,
+                              default=str) + "\n")
     print(f"wrote {out.relative_to(HERE.parents[1])}")
     return 0
 
