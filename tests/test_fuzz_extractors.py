@@ -146,3 +146,12 @@ def test_deepspeed_reads_no_giant_integer_as_a_count():
     findings = list(deepspeed.extract(text))
     assert all(_accepts(f.name, f.value) for f in findings)
     assert "train.batch_size" not in {f.name for f in findings}
+
+
+def test_an_impossible_size_in_an_oom_message_is_left_unknown():
+    """Found by this file: "Tried to allocate 999999999999.999999 TiB" became a fact beyond any magnitude."""
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 999999999999.999999 TiB. GPU 0 has a "
+            "total capacity of 79.10 GiB of which 1.00 GiB is free.")
+    read = {f.name: f.value for f in run(next(e for e in EXTRACTORS if e.name == "accelerator_oom_message"), text)}
+    assert "oom.tried_gib" not in read and "oom.tried_over_free" not in read
+    assert read["oom.total_gib"] == 79.1

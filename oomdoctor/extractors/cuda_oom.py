@@ -65,6 +65,10 @@ _DRIVER = re.compile(r"failed to alloc(?:ate)?\s{1,4}(?:[\d.]{1,12}[KMGT]?\s{1,4
 _WINDOW = 1200  # the parenthesis and the new-wording sentences follow the head within this span
 
 
+# No device or request comes near an exbibyte: a larger figure is a mangled paste, not a size to reason with.
+_MAX_GIB = 2.0 ** 30
+
+
 def _gib(match: re.Match, group: int) -> float | None:
     return None if match.group(group) is None else to_gib(match.group(group), match.group(group + 1))
 
@@ -86,9 +90,9 @@ def extract(text: str) -> Iterator[Finding]:
     mps = _MPS.search(text)
     if mps:
         detail = snippet(text, mps.start(), mps.end())
-        yield Finding("oom.allocated_gib", _gib(mps, 1), detail)
-        yield Finding("oom.total_gib", _gib(mps, 5), detail)
-        yield Finding("oom.tried_gib", _gib(mps, 7), detail)
+        yield from _possible({"oom.allocated_gib": Finding("oom.allocated_gib", _gib(mps, 1), detail),
+                              "oom.total_gib": Finding("oom.total_gib", _gib(mps, 5), detail),
+                              "oom.tried_gib": Finding("oom.tried_gib", _gib(mps, 7), detail)})
         return
     found: dict[str, Finding] = {}
     head, head_text = _search(_HEAD, text, _unwrapped(text))
@@ -100,7 +104,16 @@ def extract(text: str) -> Iterator[Finding]:
     current = found.get("oom.outside_pytorch_gib")
     if worst is not None and (current is None or worst.value > current.value):
         found["oom.outside_pytorch_gib"] = worst
-    yield from found.values()
+    yield from _possible(found)
+
+
+def _possible(found: dict[str, Finding]) -> Iterator[Finding]:
+    """The findings without sizes no device has (and without a ratio built on one)."""
+    impossible = {name for name, f in found.items() if name.endswith("_gib") and isinstance(f.value, (int, float))
+                  and f.value > _MAX_GIB}
+    if impossible & {"oom.tried_gib", "oom.free_gib"}:
+        impossible.add("oom.tried_over_free")
+    return (f for name, f in found.items() if name not in impossible)
 
 
 def _pytorch(text: str, head: re.Match) -> Iterator[Finding]:
