@@ -276,3 +276,27 @@ def test_eager_attention_with_a_big_tensor_leads_with_attention_not_logits(text)
     # The estimate (1024 tokens, images unsized) is a quarter of what the process held: it does not veto the
     # attention kernel's remedy.
     assert reply["remedies"][0]["id"] == "memory_efficient_attention"
+
+
+# --- what the toolkit already does is not the first remedy ----------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "I fine-tune Llama-3-8B with LoRA using LLaMA-Factory on one RTX 4090, cutoff_len 4096, batch 2, and it runs out of CUDA memory.",
+    "Training Qwen2-7B with ms-swift, LoRA, 1x A10 24GB, max_length 8192, CUDA out of memory",
+    "用 ms-swift 对 qwen2.5-vl-7b 做 LoRA 微调，两张 24G 的卡，max_length 2048，batch 2，显存不足",
+    "用 LLaMA-Factory 对 qwen2.5-7b 做 LoRA 微调，一张 4090，序列长度 4096，batch 4，显存不足",
+])
+def test_checkpointing_the_toolkit_turns_on_is_not_offered_first(text):
+    reply = C.diagnose(text)
+    remedies = ids(reply, "remedies")
+    assert remedies and remedies[0] != "gradient_checkpointing"
+    if "gradient_checkpointing" in remedies:
+        assert remedies[-1] == "gradient_checkpointing"
+
+
+@pytest.mark.parametrize("text", [
+    "I fine-tune Llama-3-8B with LoRA on one RTX 4090, cutoff_len 4096, batch 2, and it runs out of CUDA memory.",
+    "对 qwen2.5-vl-7b 做 LoRA 微调，两张 24G 的卡，max_length 2048，batch 2，显存不足",
+])
+def test_without_a_toolkit_checkpointing_off_is_assumed_and_offered_first(text):
+    assert ids(C.diagnose(text), "remedies")[0] == "gradient_checkpointing"

@@ -115,7 +115,30 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
+    # What the set-up has by its own rule (a toolkit that checkpoints unless told not to) is only worth checking
+    # once everything else is tried: its config, unseen, might switch it off, but that is not the likely story.
+    held = _held(stated)
+    out.sort(key=lambda p: _only_sets_held(kb.remedies[p.remedy], held))
     return out[:limit]
+
+
+def _held(stated: dict[str, Any]) -> dict[str, Any]:
+    """The values the stated set-up has by its own rule (``held`` defaults whose ``when`` the stated facts meet)."""
+    from ..estimate.from_facts import load_defaults
+
+    out: dict[str, Any] = {}
+    for default in load_defaults():
+        if default.held and default.fact not in stated and default.fact not in out and default.when and all(
+                stated.get(name) in allowed for name, allowed in default.when.items()):
+            out[default.fact] = default.value
+    return out
+
+
+def _only_sets_held(remedy, held: dict[str, Any]) -> bool:
+    """Whether a remedy only sets facts to the values the set-up already has by its own rule."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return bool(sets) and not set(remedy.whatif) - {"set"} and all(
+        name in held and held[name] == value for name, value in sets.items())
 
 
 def _weighed(p: Prescription, current: Estimation, moment: str | None = None) -> float:
