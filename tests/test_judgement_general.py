@@ -300,3 +300,26 @@ def test_checkpointing_the_toolkit_turns_on_is_not_offered_first(text):
 ])
 def test_without_a_toolkit_checkpointing_off_is_assumed_and_offered_first(text):
     assert ids(C.diagnose(text), "remedies")[0] == "gradient_checkpointing"
+
+
+# --- the rollout engine's own allocation failed: its share of the card leads ----------------------------
+
+VLLM_INIT = ("  File \"/usr/lib/python3/site-packages/vllm/v1/engine/core.py\", line 83, in __init__\n"
+             "    self._initialize_kv_caches(vllm_config)\n"
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
+             "79.19 GiB of which 900.00 MiB is free. Including non-PyTorch memory, this process has 78.20 GiB memory in use. "
+             "Of the allocated memory 75.10 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("text", [
+    "GRPO on Llama-3.1-8B, trl, --use_vllm true, 4 GPUs.\n" + VLLM_INIT,
+    "RLOO with vLLM generation on qwen2.5-7b, launched with accelerate\n" + VLLM_INIT,
+    "用 TRL 训练 GRPO，开了 use_vllm，模型 qwen2.5-14b，8 张 H100\n" + VLLM_INIT,
+])
+def test_a_rollout_engine_failing_at_start_up_is_treated_by_its_share(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "rl_rollout_memory"
+    remedies = ids(reply, "remedies")
+    assert remedies[0] in ("vllm_lower_share", "vllm_server_mode")
+    # generate() in the trainer is not what failed
+    assert remedies.index("vllm_lower_share") < remedies.index("rl_one_generation_step") if "rl_one_generation_step" in remedies else True

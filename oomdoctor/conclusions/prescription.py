@@ -68,7 +68,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     failed = failed_moment(values.get("phase"), current.result) if current is not None else None
     # An estimate well below what the failing process held misses what filled the card: it is no judge of which
     # remedy saves memory (the diagnoses' own order is).
-    judges_savings = current is not None and not _underestimates(current, stated)
+    judges_savings = current is not None and not _underestimates(current, stated) and not _misses_the_engine(current, stated)
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
@@ -90,9 +90,10 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy_id in scores and changes_anything(values, remedy):
                 out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
                                         apply_whatif(values, remedy.whatif)))
-    # The GPU estimate judges remedies only for the memory that ran out, and only where what was observed does
-    # not contradict it.
-    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated))
+    # The GPU estimate judges remedies only for the memory that ran out, only where what was observed does
+    # not contradict it, and only where it holds what failed (not a rollout engine it does not price).
+    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated)
+                  and not _misses_the_engine(current, stated))
     if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and stated.get("log.after_steps") is not True:
@@ -189,6 +190,12 @@ def _underestimates(current: Estimation, stated: dict[str, Any]) -> bool:
     length nobody stated): the estimate then does not see what ran out."""
     held = max((stated.get(name) or 0.0) for name in ("oom.allocated_gib", "oom.process_in_use_gib"))
     return bool(held) and held > CONTRADICTED * current.result.per_gpu_gib
+
+
+def _misses_the_engine(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether the rollout engine's own allocation failed while the estimate holds no rollouts: it cannot price
+    the engine's share, so it is no judge of the remedies that change it."""
+    return stated.get("oom.site") == "rollout_engine" and not current.result.breakdown.get("rollouts")
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:
