@@ -323,3 +323,39 @@ def test_a_rollout_engine_failing_at_start_up_is_treated_by_its_share(text):
     assert remedies[0] in ("vllm_lower_share", "vllm_server_mode")
     # generate() in the trainer is not what failed
     assert remedies.index("vllm_lower_share") < remedies.index("rl_one_generation_step") if "rl_one_generation_step" in remedies else True
+
+
+# --- a GPU estimate beside a failure that is not GPU memory ---------------------------------------------
+
+BUS_ERROR = ("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+             "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.")
+
+
+@pytest.mark.parametrize("text", [
+    "Training llama-3-8b, then the loader died:\n" + BUS_ERROR,
+    "微调 qwen2.5-7b 的时候数据加载报错\n" + BUS_ERROR,
+    "RuntimeError: CUDA error: an illegal memory access was encountered while fine-tuning qwen2.5-14b",
+])
+def test_no_gpu_estimate_on_guesses_when_gpu_memory_is_not_what_failed(text):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] in ("host", "not_memory")
+    assert reply["estimate"] is None
+
+
+@pytest.mark.parametrize("text, words", [
+    ("LoRA on llama-3-8b, one A100 40GB, batch 4.\n" + BUS_ERROR, "not the cause"),
+    ("一张 A100 40G 上用 LoRA 微调 llama-3-8b，batch 4\n" + BUS_ERROR, "并不是原因"),
+    ("qwen2-7b 全参微调，deepspeed，8 卡，加载模型的时候进程被 OOM killer 杀掉了\nLoading checkpoint shards:  50%|█████     | 2/4\nKilled",
+     "并不是原因"),
+])
+def test_a_stated_set_up_keeps_its_estimate_marked_as_not_the_cause(text, words):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] == "host"
+    assert reply["estimate"] is not None and words in reply["estimate"]["remarks"][0]
+    assert words in reply["text"]
+
+
+def test_a_gpu_failure_keeps_its_estimate_without_that_remark():
+    reply = C.diagnose("LoRA on llama-3-8b, one RTX 4090, seq 8192, batch 4, CUDA out of memory")
+    assert reply["oom_kind"] == "gpu" and reply["estimate"] is not None
+    assert not any("not the cause" in r for r in reply["estimate"]["remarks"])
