@@ -359,3 +359,19 @@ def test_a_gpu_failure_keeps_its_estimate_without_that_remark():
     reply = C.diagnose("LoRA on llama-3-8b, one RTX 4090, seq 8192, batch 4, CUDA out of memory")
     assert reply["oom_kind"] == "gpu" and reply["estimate"] is not None
     assert not any("not the cause" in r for r in reply["estimate"]["remarks"])
+
+
+# --- full fine-tuning under DeepSpeed on several GPUs: offload in their own config before another method ----
+
+@pytest.mark.parametrize("text", [
+    "Full fine-tuning of a 30B model (Qwen2.5-32B) on 8x A100 80GB with DeepSpeed ZeRO-2, batch 1, seq 2048: CUDA out of memory",
+    "8 张 A800 80G，deepspeed zero2 全参微调 qwen2.5-32b，batch 1，序列长度 2048，显存不足",
+])
+def test_offload_that_keeps_full_fine_tuning_comes_before_adapters(text):
+    reply = C.diagnose(text)
+    remedies = ids(reply, "remedies")
+    assert reply["remedies"][0]["fits_after"]
+    assert remedies[0] in ("zero3", "zero_offload")
+    for other in ("use_lora", "use_qlora"):
+        if other in remedies:
+            assert remedies.index(other) > 0

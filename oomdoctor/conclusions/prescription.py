@@ -108,10 +108,11 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
         # Among what fits, sharding over the GPUs the job already has comes first: it keeps what is trained (LoRA
-        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards).
+        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards);
+        # then, for a method the user stated, sharding with offload, which keeps what is trained and the cards.
         def key(p: Prescription):
             fits = fits_at(p.after, moment) if p.after is not None else p.remedy in own
-            return (not fits, not _can_fit(p.after or current), not (fits and _shards_the_gpus_it_has(kb.remedies[p.remedy], values)),
+            return (not fits, not _can_fit(p.after or current), _keeps(kb.remedies[p.remedy], values, stated) if fits else 2,
                     -(p.score if fits else _weighed(p, current, moment)), p.remedy)
         out.sort(key=key)
     else:
@@ -163,6 +164,8 @@ def fits_at(est: Estimation, moment: str | None) -> bool | None:
 
 # Facts that say only how the model states are spread over the GPUs.
 SHARDING = {"dist.strategy", "dist.zero_stage"}
+# Facts that say only which model states wait in host RAM.
+OFFLOAD = {"dist.offload_optimizer", "dist.offload_param"}
 # A model state the estimate holds at least this much above what the failing process held is not what ran.
 CONTRADICTED = 1.25
 
@@ -173,6 +176,21 @@ def _shards_the_gpus_it_has(remedy, values: dict[str, Any]) -> bool:
     sets = whatif.get("set", {})
     return (bool(sets) and set(sets) <= SHARDING and set(whatif) == {"set"}
             and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1)
+
+
+def _keeps(remedy, values: dict[str, Any], stated: dict[str, Any]) -> int:
+    """How much of the user's choices a remedy that fits keeps: 0 when it only shards the model states over the
+    job's own GPUs; 1 when, for a method the user stated on several GPUs under a sharding framework they already
+    run (DeepSpeed, FSDP), it only shards and offloads to host RAM: a switch in their own config that keeps what is
+    trained and the cards (the step is slower); 2 otherwise (another method, more cards)."""
+    if _shards_the_gpus_it_has(remedy, values):
+        return 0
+    whatif = remedy.whatif or {}
+    sets = whatif.get("set", {})
+    if ("train.method" in stated and stated.get("dist.strategy") in ("deepspeed", "fsdp") and bool(sets) and set(sets) <= SHARDING | OFFLOAD and set(whatif) == {"set"}
+            and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1):
+        return 1
+    return 2
 
 
 def _contradicted(current: Estimation, stated: dict[str, Any]) -> bool:
