@@ -375,3 +375,14 @@ def test_offload_that_keeps_full_fine_tuning_comes_before_adapters(text):
     for other in ("use_lora", "use_qlora"):
         if other in remedies:
             assert remedies.index(other) > 0
+
+
+@pytest.mark.parametrize("text", [
+    "PPO with OpenRLHF, vLLM colocated with training on the same GPUs, llama-3-8b, 32 A100s: CUDA out of memory",
+    "用 OpenRLHF 跑 PPO，vllm 和训练共用 GPU（colocate），llama-3-8b，4 台 8 卡 A100，显存不足",
+])
+def test_a_colocated_engine_the_estimate_does_not_size_is_treated_by_its_share_first(text):
+    reply = C.diagnose(text)
+    # The estimate holds no rollouts (no completion length), so it cannot say the engine's share saves nothing.
+    assert reply["estimate"] is None or not reply["estimate"]["breakdown"]["rollouts"]
+    assert ids(reply, "remedies")[0] == "vllm_lower_share"

@@ -211,9 +211,11 @@ def _underestimates(current: Estimation, stated: dict[str, Any]) -> bool:
 
 
 def _misses_the_engine(current: Estimation, stated: dict[str, Any]) -> bool:
-    """Whether the rollout engine's own allocation failed while the estimate holds no rollouts: it cannot price
-    the engine's share, so it is no judge of the remedies that change it."""
-    return stated.get("oom.site") == "rollout_engine" and not current.result.breakdown.get("rollouts")
+    """Whether a rollout engine holds part of the card (its own allocation failed, or it is colocated) while the
+    estimate holds no rollouts: it cannot price the engine's share, so it is no judge of the remedies that change
+    it, nor of what fits beside it."""
+    engine = stated.get("oom.site") == "rollout_engine" or stated.get("rl.vllm") == "colocate"
+    return engine and not current.result.breakdown.get("rollouts")
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:
