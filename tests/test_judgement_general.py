@@ -386,3 +386,22 @@ def test_a_colocated_engine_the_estimate_does_not_size_is_treated_by_its_share_f
     # The estimate holds no rollouts (no completion length), so it cannot say the engine's share saves nothing.
     assert reply["estimate"] is None or not reply["estimate"]["breakdown"]["rollouts"]
     assert ids(reply, "remedies")[0] == "vllm_lower_share"
+
+
+# --- a cache that holds many times the failed request is fragmented, whatever its share of the card -----
+
+@pytest.mark.parametrize("tried, reserved", [("96.00 MiB", "2.40 GiB"), ("300.00 MiB", "5.10 GiB"), ("1.00 GiB", "6.50 GiB")])
+@pytest.mark.parametrize("lead", ["Training for hours, then:", "训练跑了几个小时以后报错："])
+def test_reserved_unallocated_many_times_the_request_is_fragmentation(tried, reserved, lead):
+    text = (f"{lead}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity "
+            f"of 79.19 GiB of which 50.00 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory "
+            f"in use. Of the allocated memory 72.00 GiB is allocated by PyTorch, and {reserved} is reserved by PyTorch "
+            f"but unallocated.")
+    assert "fragmentation" in ids(C.diagnose(text), "diagnoses")[:2]
+
+
+def test_reserved_unallocated_below_a_few_requests_is_not_called_fragmentation_by_that_rule():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+            "of which 50.00 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory in use. Of the "
+            "allocated memory 75.90 GiB is allocated by PyTorch, and 1.50 GiB is reserved by PyTorch but unallocated.")
+    assert ids(C.diagnose(text), "diagnoses")[0] != "fragmentation"
