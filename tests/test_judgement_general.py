@@ -405,3 +405,25 @@ def test_reserved_unallocated_below_a_few_requests_is_not_called_fragmentation_b
             "of which 50.00 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory in use. Of the "
             "allocated memory 75.90 GiB is allocated by PyTorch, and 1.50 GiB is reserved by PyTorch but unallocated.")
     assert ids(C.diagnose(text), "diagnoses")[0] != "fragmentation"
+
+
+# --- a host OOM while loading is not treated by switching off an offload nobody configured -----------------
+
+@pytest.mark.parametrize("text", [
+    "全参微调 qwen2.5-14b，单卡 A100 80G，机器内存 32G，加载模型的时候被 OOM killer 杀了\n"
+    "Loading checkpoint shards:  25%|██▌       | 2/8\nKilled",
+    "Full fine-tuning of mistral-7b on one A100 80GB, 32 GB of RAM.\nLoading checkpoint shards:  50%|█████     | 1/2\nKilled",
+])
+def test_no_offload_remedy_where_no_offload_is_configured(text):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] == "host"
+    remedies = ids(reply, "remedies")
+    assert remedies[0] in ("add_host_ram", "low_cpu_mem_loading", "load_in_bf16")
+    assert "reduce_offload" not in remedies
+
+
+def test_an_offload_the_diagnosis_suspects_keeps_its_remedy():
+    reply = C.diagnose("Full fine-tuning llama-2-13b with deepspeed zero3, 8x A100, 256 GB RAM, "
+                       "killed by the OOM killer at the first step")
+    assert "zero_offload_host_ram" in ids(reply, "diagnoses")
+    assert "reduce_offload" in ids(reply, "remedies")

@@ -69,13 +69,18 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     # An estimate well below what the failing process held misses what filled the card: it is no judge of which
     # remedy saves memory (the diagnoses' own order is).
     judges_savings = current is not None and not _underestimates(current, stated) and not _misses_the_engine(current, stated)
+    primary = {kb.scenarios[d.scenario].remedies[0] for d in diagnoses[:3]
+               if d.confidence >= MIN_CONFIDENCE and kb.scenarios[d.scenario].remedies}
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
         # Setting what was only assumed is a change: the cause found may say the assumption is wrong
         # (bf16 assumed, fp32 diagnosed).
-        guessed = _sets_assumed(remedy, stated)
-        if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
+        # (What a set-up has where nothing is said, no offload, is not a guess a cause could overturn, unless a
+        # cause found is that very thing: the remedy is its first.)
+        absent = {} if remedy_id in primary else _absent_means(values)
+        guessed = _sets_assumed(remedy, stated) and not _only_sets_held(remedy, absent)
+        if not changes_anything({**absent, **values}, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
         if judges_savings and after is not None and not _helps(after, current, values.get("oom_kind")) and not (
@@ -124,6 +129,19 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     return out[:limit]
 
 
+def _absent_means(values: dict[str, Any]) -> dict[str, Any]:
+    """What a set-up has where nothing is said (``silent`` defaults: no offload, no ZeRO): turning off what nobody
+    turned on is no remedy."""
+    from ..estimate.from_facts import load_defaults
+
+    out: dict[str, Any] = {}
+    for default in load_defaults():
+        if default.silent and default.fact not in values and default.fact not in out and all(
+                values.get(name) in allowed for name, allowed in default.when.items()):
+            out[default.fact] = default.value
+    return out
+
+
 def _held(stated: dict[str, Any]) -> dict[str, Any]:
     """The values the stated set-up has by its own rule (``held`` defaults whose ``when`` the stated facts meet)."""
     from ..estimate.from_facts import load_defaults
@@ -137,7 +155,7 @@ def _held(stated: dict[str, Any]) -> dict[str, Any]:
 
 
 def _only_sets_held(remedy, held: dict[str, Any]) -> bool:
-    """Whether a remedy only sets facts to the values the set-up already has by its own rule."""
+    """Whether a remedy only sets facts to the values ``held`` gives them (by a toolkit's rule, or by absence)."""
     sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
     return bool(sets) and not set(remedy.whatif) - {"set"} and all(
         name in held and held[name] == value for name, value in sets.items())
