@@ -276,3 +276,154 @@ def test_eager_attention_with_a_big_tensor_leads_with_attention_not_logits(text)
     # The estimate (1024 tokens, images unsized) is a quarter of what the process held: it does not veto the
     # attention kernel's remedy.
     assert reply["remedies"][0]["id"] == "memory_efficient_attention"
+
+
+# --- what the toolkit already does is not the first remedy ----------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "I fine-tune Llama-3-8B with LoRA using LLaMA-Factory on one RTX 4090, cutoff_len 4096, batch 2, and it runs out of CUDA memory.",
+    "Training Qwen2-7B with ms-swift, LoRA, 1x A10 24GB, max_length 8192, CUDA out of memory",
+    "用 ms-swift 对 qwen2.5-vl-7b 做 LoRA 微调，两张 24G 的卡，max_length 2048，batch 2，显存不足",
+    "用 LLaMA-Factory 对 qwen2.5-7b 做 LoRA 微调，一张 4090，序列长度 4096，batch 4，显存不足",
+])
+def test_checkpointing_the_toolkit_turns_on_is_not_offered_first(text):
+    reply = C.diagnose(text)
+    remedies = ids(reply, "remedies")
+    assert remedies and remedies[0] != "gradient_checkpointing"
+    if "gradient_checkpointing" in remedies:
+        assert remedies[-1] == "gradient_checkpointing"
+
+
+@pytest.mark.parametrize("text", [
+    "I fine-tune Llama-3-8B with LoRA on one RTX 4090, cutoff_len 4096, batch 2, and it runs out of CUDA memory.",
+    "对 qwen2.5-vl-7b 做 LoRA 微调，两张 24G 的卡，max_length 2048，batch 2，显存不足",
+])
+def test_without_a_toolkit_checkpointing_off_is_assumed_and_offered_first(text):
+    assert ids(C.diagnose(text), "remedies")[0] == "gradient_checkpointing"
+
+
+# --- the rollout engine's own allocation failed: its share of the card leads ----------------------------
+
+VLLM_INIT = ("  File \"/usr/lib/python3/site-packages/vllm/v1/engine/core.py\", line 83, in __init__\n"
+             "    self._initialize_kv_caches(vllm_config)\n"
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
+             "79.19 GiB of which 900.00 MiB is free. Including non-PyTorch memory, this process has 78.20 GiB memory in use. "
+             "Of the allocated memory 75.10 GiB is allocated by PyTorch, and 1.20 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("text", [
+    "GRPO on Llama-3.1-8B, trl, --use_vllm true, 4 GPUs.\n" + VLLM_INIT,
+    "RLOO with vLLM generation on qwen2.5-7b, launched with accelerate\n" + VLLM_INIT,
+    "用 TRL 训练 GRPO，开了 use_vllm，模型 qwen2.5-14b，8 张 H100\n" + VLLM_INIT,
+])
+def test_a_rollout_engine_failing_at_start_up_is_treated_by_its_share(text):
+    reply = C.diagnose(text)
+    assert reply["diagnoses"][0]["id"] == "rl_rollout_memory"
+    remedies = ids(reply, "remedies")
+    assert remedies[0] in ("vllm_lower_share", "vllm_server_mode")
+    # generate() in the trainer is not what failed
+    assert remedies.index("vllm_lower_share") < remedies.index("rl_one_generation_step") if "rl_one_generation_step" in remedies else True
+
+
+# --- a GPU estimate beside a failure that is not GPU memory ---------------------------------------------
+
+BUS_ERROR = ("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+             "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.")
+
+
+@pytest.mark.parametrize("text", [
+    "Training llama-3-8b, then the loader died:\n" + BUS_ERROR,
+    "微调 qwen2.5-7b 的时候数据加载报错\n" + BUS_ERROR,
+    "RuntimeError: CUDA error: an illegal memory access was encountered while fine-tuning qwen2.5-14b",
+])
+def test_no_gpu_estimate_on_guesses_when_gpu_memory_is_not_what_failed(text):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] in ("host", "not_memory")
+    assert reply["estimate"] is None
+
+
+@pytest.mark.parametrize("text, words", [
+    ("LoRA on llama-3-8b, one A100 40GB, batch 4.\n" + BUS_ERROR, "not the cause"),
+    ("一张 A100 40G 上用 LoRA 微调 llama-3-8b，batch 4\n" + BUS_ERROR, "并不是原因"),
+    ("qwen2-7b 全参微调，deepspeed，8 卡，加载模型的时候进程被 OOM killer 杀掉了\nLoading checkpoint shards:  50%|█████     | 2/4\nKilled",
+     "并不是原因"),
+])
+def test_a_stated_set_up_keeps_its_estimate_marked_as_not_the_cause(text, words):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] == "host"
+    assert reply["estimate"] is not None and words in reply["estimate"]["remarks"][0]
+    assert words in reply["text"]
+
+
+def test_a_gpu_failure_keeps_its_estimate_without_that_remark():
+    reply = C.diagnose("LoRA on llama-3-8b, one RTX 4090, seq 8192, batch 4, CUDA out of memory")
+    assert reply["oom_kind"] == "gpu" and reply["estimate"] is not None
+    assert not any("not the cause" in r for r in reply["estimate"]["remarks"])
+
+
+# --- full fine-tuning under DeepSpeed on several GPUs: offload in their own config before another method ----
+
+@pytest.mark.parametrize("text", [
+    "Full fine-tuning of a 30B model (Qwen2.5-32B) on 8x A100 80GB with DeepSpeed ZeRO-2, batch 1, seq 2048: CUDA out of memory",
+    "8 张 A800 80G，deepspeed zero2 全参微调 qwen2.5-32b，batch 1，序列长度 2048，显存不足",
+])
+def test_offload_that_keeps_full_fine_tuning_comes_before_adapters(text):
+    reply = C.diagnose(text)
+    remedies = ids(reply, "remedies")
+    assert reply["remedies"][0]["fits_after"]
+    assert remedies[0] in ("zero3", "zero_offload")
+    for other in ("use_lora", "use_qlora"):
+        if other in remedies:
+            assert remedies.index(other) > 0
+
+
+@pytest.mark.parametrize("text", [
+    "PPO with OpenRLHF, vLLM colocated with training on the same GPUs, llama-3-8b, 32 A100s: CUDA out of memory",
+    "用 OpenRLHF 跑 PPO，vllm 和训练共用 GPU（colocate），llama-3-8b，4 台 8 卡 A100，显存不足",
+])
+def test_a_colocated_engine_the_estimate_does_not_size_is_treated_by_its_share_first(text):
+    reply = C.diagnose(text)
+    # The estimate holds no rollouts (no completion length), so it cannot say the engine's share saves nothing.
+    assert reply["estimate"] is None or not reply["estimate"]["breakdown"]["rollouts"]
+    assert ids(reply, "remedies")[0] == "vllm_lower_share"
+
+
+# --- a cache that holds many times the failed request is fragmented, whatever its share of the card -----
+
+@pytest.mark.parametrize("tried, reserved", [("96.00 MiB", "2.40 GiB"), ("300.00 MiB", "5.10 GiB"), ("1.00 GiB", "6.50 GiB")])
+@pytest.mark.parametrize("lead", ["Training for hours, then:", "训练跑了几个小时以后报错："])
+def test_reserved_unallocated_many_times_the_request_is_fragmentation(tried, reserved, lead):
+    text = (f"{lead}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity "
+            f"of 79.19 GiB of which 50.00 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory "
+            f"in use. Of the allocated memory 72.00 GiB is allocated by PyTorch, and {reserved} is reserved by PyTorch "
+            f"but unallocated.")
+    assert "fragmentation" in ids(C.diagnose(text), "diagnoses")[:2]
+
+
+def test_reserved_unallocated_below_a_few_requests_is_not_called_fragmentation_by_that_rule():
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+            "of which 50.00 MiB is free. Including non-PyTorch memory, this process has 79.10 GiB memory in use. Of the "
+            "allocated memory 75.90 GiB is allocated by PyTorch, and 1.50 GiB is reserved by PyTorch but unallocated.")
+    assert ids(C.diagnose(text), "diagnoses")[0] != "fragmentation"
+
+
+# --- a host OOM while loading is not treated by switching off an offload nobody configured -----------------
+
+@pytest.mark.parametrize("text", [
+    "全参微调 qwen2.5-14b，单卡 A100 80G，机器内存 32G，加载模型的时候被 OOM killer 杀了\n"
+    "Loading checkpoint shards:  25%|██▌       | 2/8\nKilled",
+    "Full fine-tuning of mistral-7b on one A100 80GB, 32 GB of RAM.\nLoading checkpoint shards:  50%|█████     | 1/2\nKilled",
+])
+def test_no_offload_remedy_where_no_offload_is_configured(text):
+    reply = C.diagnose(text)
+    assert reply["oom_kind"] == "host"
+    remedies = ids(reply, "remedies")
+    assert remedies[0] in ("add_host_ram", "low_cpu_mem_loading", "load_in_bf16")
+    assert "reduce_offload" not in remedies
+
+
+def test_an_offload_the_diagnosis_suspects_keeps_its_remedy():
+    reply = C.diagnose("Full fine-tuning llama-2-13b with deepspeed zero3, 8x A100, 256 GB RAM, "
+                       "killed by the OOM killer at the first step")
+    assert "zero_offload_host_ram" in ids(reply, "diagnoses")
+    assert "reduce_offload" in ids(reply, "remedies")

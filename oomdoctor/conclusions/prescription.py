@@ -68,14 +68,19 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     failed = failed_moment(values.get("phase"), current.result) if current is not None else None
     # An estimate well below what the failing process held misses what filled the card: it is no judge of which
     # remedy saves memory (the diagnoses' own order is).
-    judges_savings = current is not None and not _underestimates(current, stated)
+    judges_savings = current is not None and not _underestimates(current, stated) and not _misses_the_engine(current, stated)
+    primary = {kb.scenarios[d.scenario].remedies[0] for d in diagnoses[:3]
+               if d.confidence >= MIN_CONFIDENCE and kb.scenarios[d.scenario].remedies}
     out = []
     for remedy_id, score in scores.items():
         remedy = kb.remedies[remedy_id]
         # Setting what was only assumed is a change: the cause found may say the assumption is wrong
         # (bf16 assumed, fp32 diagnosed).
-        guessed = _sets_assumed(remedy, stated)
-        if not changes_anything(values, remedy) and not (guessed and remedy_id in own):
+        # (What a set-up has where nothing is said, no offload, is not a guess a cause could overturn, unless a
+        # cause found is that very thing: the remedy is its first.)
+        absent = {} if remedy_id in primary else _absent_means(values)
+        guessed = _sets_assumed(remedy, stated) and not _only_sets_held(remedy, absent)
+        if not changes_anything({**absent, **values}, remedy) and not (guessed and remedy_id in own):
             continue
         after = after_remedy(values, remedy) if current is not None else None
         if judges_savings and after is not None and not _helps(after, current, values.get("oom_kind")) and not (
@@ -90,9 +95,10 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy_id in scores and changes_anything(values, remedy):
                 out.append(Prescription(remedy_id, round(scores[remedy_id], 4), after_remedy(values, remedy),
                                         apply_whatif(values, remedy.whatif)))
-    # The GPU estimate judges remedies only for the memory that ran out, and only where what was observed does
-    # not contradict it.
-    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated))
+    # The GPU estimate judges remedies only for the memory that ran out, only where what was observed does
+    # not contradict it, and only where it holds what failed (not a rollout engine it does not price).
+    gpu_judges = (current is not None and values.get("oom_kind") != "host" and not _contradicted(current, stated)
+                  and not _misses_the_engine(current, stated))
     if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
     elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and stated.get("log.after_steps") is not True:
@@ -107,15 +113,52 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         own = set(kb.scenarios[diagnoses[0].scenario].remedies) if diagnoses else set()
         # Among what fits, saving more than needed is worth nothing: the diagnosis's order decides.
         # Among what fits, sharding over the GPUs the job already has comes first: it keeps what is trained (LoRA
-        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards).
+        # instead of full fine-tuning is a different result), the hardware and the speed (offload, more cards);
+        # then, for a method the user stated, sharding with offload, which keeps what is trained and the cards.
         def key(p: Prescription):
             fits = fits_at(p.after, moment) if p.after is not None else p.remedy in own
-            return (not fits, not _can_fit(p.after or current), not (fits and _shards_the_gpus_it_has(kb.remedies[p.remedy], values)),
+            return (not fits, not _can_fit(p.after or current), _keeps(kb.remedies[p.remedy], values, stated) if fits else 2,
                     -(p.score if fits else _weighed(p, current, moment)), p.remedy)
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
+    # What the set-up has by its own rule (a toolkit that checkpoints unless told not to) is only worth checking
+    # once everything else is tried: its config, unseen, might switch it off, but that is not the likely story.
+    held = _held(stated)
+    out.sort(key=lambda p: _only_sets_held(kb.remedies[p.remedy], held))
     return out[:limit]
+
+
+def _absent_means(values: dict[str, Any]) -> dict[str, Any]:
+    """What a set-up has where nothing is said (``silent`` defaults: no offload, no ZeRO): turning off what nobody
+    turned on is no remedy."""
+    from ..estimate.from_facts import load_defaults
+
+    out: dict[str, Any] = {}
+    for default in load_defaults():
+        if default.silent and default.fact not in values and default.fact not in out and all(
+                values.get(name) in allowed for name, allowed in default.when.items()):
+            out[default.fact] = default.value
+    return out
+
+
+def _held(stated: dict[str, Any]) -> dict[str, Any]:
+    """The values the stated set-up has by its own rule (``held`` defaults whose ``when`` the stated facts meet)."""
+    from ..estimate.from_facts import load_defaults
+
+    out: dict[str, Any] = {}
+    for default in load_defaults():
+        if default.held and default.fact not in stated and default.fact not in out and default.when and all(
+                stated.get(name) in allowed for name, allowed in default.when.items()):
+            out[default.fact] = default.value
+    return out
+
+
+def _only_sets_held(remedy, held: dict[str, Any]) -> bool:
+    """Whether a remedy only sets facts to the values ``held`` gives them (by a toolkit's rule, or by absence)."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return bool(sets) and not set(remedy.whatif) - {"set"} and all(
+        name in held and held[name] == value for name, value in sets.items())
 
 
 def _weighed(p: Prescription, current: Estimation, moment: str | None = None) -> float:
@@ -139,6 +182,8 @@ def fits_at(est: Estimation, moment: str | None) -> bool | None:
 
 # Facts that say only how the model states are spread over the GPUs.
 SHARDING = {"dist.strategy", "dist.zero_stage"}
+# Facts that say only which model states wait in host RAM.
+OFFLOAD = {"dist.offload_optimizer", "dist.offload_param"}
 # A model state the estimate holds at least this much above what the failing process held is not what ran.
 CONTRADICTED = 1.25
 
@@ -149,6 +194,21 @@ def _shards_the_gpus_it_has(remedy, values: dict[str, Any]) -> bool:
     sets = whatif.get("set", {})
     return (bool(sets) and set(sets) <= SHARDING and set(whatif) == {"set"}
             and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1)
+
+
+def _keeps(remedy, values: dict[str, Any], stated: dict[str, Any]) -> int:
+    """How much of the user's choices a remedy that fits keeps: 0 when it only shards the model states over the
+    job's own GPUs; 1 when, for a method the user stated on several GPUs under a sharding framework they already
+    run (DeepSpeed, FSDP), it only shards and offloads to host RAM: a switch in their own config that keeps what is
+    trained and the cards (the step is slower); 2 otherwise (another method, more cards)."""
+    if _shards_the_gpus_it_has(remedy, values):
+        return 0
+    whatif = remedy.whatif or {}
+    sets = whatif.get("set", {})
+    if ("train.method" in stated and stated.get("dist.strategy") in ("deepspeed", "fsdp") and bool(sets) and set(sets) <= SHARDING | OFFLOAD and set(whatif) == {"set"}
+            and isinstance(values.get("dist.num_gpus"), (int, float)) and values["dist.num_gpus"] > 1):
+        return 1
+    return 2
 
 
 def _contradicted(current: Estimation, stated: dict[str, Any]) -> bool:
@@ -166,6 +226,14 @@ def _underestimates(current: Estimation, stated: dict[str, Any]) -> bool:
     length nobody stated): the estimate then does not see what ran out."""
     held = max((stated.get(name) or 0.0) for name in ("oom.allocated_gib", "oom.process_in_use_gib"))
     return bool(held) and held > CONTRADICTED * current.result.per_gpu_gib
+
+
+def _misses_the_engine(current: Estimation, stated: dict[str, Any]) -> bool:
+    """Whether a rollout engine holds part of the card (its own allocation failed, or it is colocated) while the
+    estimate holds no rollouts: it cannot price the engine's share, so it is no judge of the remedies that change
+    it, nor of what fits beside it."""
+    engine = stated.get("oom.site") == "rollout_engine" or stated.get("rl.vllm") == "colocate"
+    return engine and not current.result.breakdown.get("rollouts")
 
 
 def _sets_assumed(remedy, stated: dict[str, Any]) -> bool:

@@ -235,8 +235,27 @@ def build(kb: KnowledgeBase, evaluation: "Evaluation", unknown: list[str], quest
     }
     if question is None and not diagnoses and kind != "not_memory":
         reply["notices"] += _unconcluded(memory, values, kind, kb, lang)
+    if reply["estimate"] is not None and kind in NOT_GPU_MEMORY and not _setup_stated(memory):
+        # What ran out is not GPU memory and the set-up is all assumption: a per-GPU figure built on guesses
+        # would only mislead.
+        reply["estimate"] = None
     _remarks(reply, evaluation, values, kb, lang)
+    if reply["estimate"] is not None and kind in NOT_GPU_MEMORY:
+        # The user's own set-up, sized for reference: first say it is not what failed.
+        reply["estimate"]["remarks"].insert(0, kb.text(f"report.estimate_not_the_cause.{kind}", lang))
     return reply
+
+
+# What ran out when it is not GPU memory: a GPU estimate then is not the cause.
+NOT_GPU_MEMORY = ("host", "not_memory")
+# Facts about the set-up whose statement makes a GPU estimate the user's own rather than a set of guesses.
+SETUP_FACTS = frozenset({"gpu.name", "gpu.memory_gib", "dist.num_gpus", "dist.strategy", "dist.zero_stage",
+                         "train.method", "train.batch_size", "train.seq_len", "train.precision", "model.load_dtype"})
+
+
+def _setup_stated(memory) -> bool:
+    """Whether the user stated (in the text or an answer) anything about the set-up beyond the model."""
+    return any(f.name in SETUP_FACTS and f.source.kind in ("extractor", "answer") for f in memory)
 
 
 # Read facts shown when no cause is concluded, at most this many: the user sees what was understood.

@@ -40,6 +40,9 @@ class Default:
     text: dict[str, str]
     when: dict[str, tuple[Any, ...]]
     silent: bool
+    # The set-up its `when` describes has this value as a rule (a toolkit's own default), not as a guess: a remedy
+    # that only sets it to this value is not the first thing to try.
+    held: bool = False
 
 
 class DefaultsError(ValueError):
@@ -59,14 +62,14 @@ def load_defaults(path: Path = DEFAULTS_PATH) -> tuple[Default, ...]:
         where = f"{Path(path).name}: default #{i + 1}"
         if not isinstance(entry, dict) or not {"fact", "value", "en", "zh"} <= set(entry):
             raise DefaultsError(f"{where}: needs fact, value, en and zh")
-        extra = set(entry) - {"fact", "value", "en", "zh", "when", "silent"}
+        extra = set(entry) - {"fact", "value", "en", "zh", "when", "silent", "held"}
         if extra:
             raise DefaultsError(f"{where}: unknown key(s) {sorted(extra)}")
         if entry["fact"] not in FIELDS:
             raise DefaultsError(f"{where}: '{entry['fact']}' is not a fact the estimator reads")
         when = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in (entry.get("when") or {}).items()}
         out.append(Default(entry["fact"], entry["value"], {"en": entry["en"], "zh": entry["zh"]}, when,
-                           bool(entry.get("silent", False))))
+                           bool(entry.get("silent", False)), bool(entry.get("held", False))))
     return tuple(out)
 
 
