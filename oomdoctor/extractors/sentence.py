@@ -148,7 +148,12 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足|"
-                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|"
+                                  # "内存直接爆了", "内存一下就满了", "内存就被吃满", "内存又撑爆了": adverbs between the word and the verb
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)(?<!卡)内存\s{0,2}(?:直接|就|又|都|也|一下子?|瞬间|马上|很快|立刻)\s{0,2}(?:就\s{0,2})?(?:被\s{0,2})?"
+                                  r"(?:OOM|爆(?:了|掉|满)?|溢出|不够|满了|占满|撑爆|吃满|吃光|耗尽|用光)|"
+                                  # an amount of 内存 (not 显存) in use: "内存就已经占了 248G", "内存占到 500 多 G"
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)(?<!卡)内存\s{0,2}(?:就|都|也|已经|直接){0,3}\s{0,2}(?:占|用|吃)(?:了|到|掉)\s{0,2}\d{1,5}(?:\.\d{1,2})?\s{0,2}(?:多\s{0,2})?(?:G|GB|T|TB)(?![A-Za-z])|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
                                   # the kernel's OOM killer only ever acts on host RAM: "killed by the OOM killer", "被 OOM killer 杀掉"
                                   r"\boom[- _]?killer\b", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
@@ -161,7 +166,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          # "whenever the trainer evaluates", "一到 evaluate 就"
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
-                         r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
+                         r"(?:一到|到了|一进入?|进入|一跑|刚进入?|一开始|刚开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
+                         # "as soon as evaluation starts", "once validation kicks in", "the moment eval begins"
+                         r"\b(?:as\s{1,3}soon\s{1,3}as|once|whenever|the\s{1,3}moment)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation)(?:\s{1,3}(?:loop|phase|step))?\s{1,3}"
+                         r"(?:starts|started|begins|began|kicks\s{1,3}in|kicked\s{1,3}in|runs|ran)\b|"
                          r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)|"
                          # "evaluation at batch size 4 runs out of CUDA memory", "validation OOMs"
                          r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
@@ -174,13 +182,28 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
                          r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半|阶段)|"
                          # "加载到第 18 个分片的时候": loading the checkpoint's shards
-                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
+                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就|"
+                         # before the weights reach the card: "模型还没放到 GPU 上", "weights not yet moved to the GPU"
+                         r"(?:模型|权重|参数)\s{0,2}(?:都|也)?\s{0,2}还\s{0,2}没(?:有)?\s{0,2}(?:放|加载|搬|移|拷|load|to)\s{0,2}(?:到|进|上)\s{0,2}(?:GPU|显卡|卡|cuda)|"
+                         r"\bbefore\s{1,3}(?:the\s{1,3})?(?:model|weights)\s{1,3}(?:is|are|was|were|even\s{1,3}gets?|gets?|got)\s{1,3}(?:even\s{1,3})?(?:moved|put|sent|copied|loaded)\s{1,3}(?:on|to|onto)\s{1,3}(?:the\s{1,3})?(?:gpus?|cuda|device)\b|"
+                         # a kill the moment loading ends: "right after the checkpoint is loaded", "just after loading the weights"
+                         r"\b(?:right|just|immediately|straight)\s{1,3}after\s{1,3}(?:(?:the\s{1,3}|my\s{1,3})?(?:model|checkpoint|weights|state\s{1,3}dict)"
+                         r"\s{1,3}(?:is|are|was|were|has\s{1,3}been|have\s{1,3}been|gets?|got)\s{1,3}loaded|loading\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|checkpoint|weights|state\s{1,3}dict))\b|"
+                         # host RAM filling while the weights load on the CPU: "在 CPU 上加载模型……内存直接爆了"
+                         r"(?:在|用)\s{0,2}CPU\s{0,2}(?:上|里)?\s{0,2}加载\s{0,2}(?:模型|权重)[^。\n]{0,40}?(?<!显)内存[^。\n]{0,8}?(?:爆|满|不够|溢出|OOM)|"
+                         r"\bload(?:s|ed|ing)?\s{1,3}(?:the\s{1,3})?(?:model|weights)\s{1,3}(?:on|in|into)\s{1,3}(?:the\s{1,3})?(?:cpu|ram)\b[^.\n]{0,60}?\b(?:ram|memory)\b[^.\n]{0,20}?"
+                         r"\b(?:runs?\s{1,3}out|ran\s{1,3}out|fills?\s{1,3}up|filled\s{1,3}up|blows?\s{1,3}up|blew\s{1,3}up|explodes?|exploded|is\s{1,3}exhausted)", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
                          r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)|"
                          # "Running tokenizer on dataset 阶段", "during the tokenization stage", "分词阶段"
                          r"(?:running\s{1,3}tokenizer\s{1,3}on\s{1,3}dataset|tokeni[sz]ation|tokeni[sz]ing|分词|预处理)\s{0,3}(?:阶段|过程中|期间|\s(?:stage|step|phase)\b)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
-                         r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
+                         r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)|"
+                         # the update in words: "到更新参数那一步", "参数更新的时候", "at the weight update", "when optimizer.step() runs"
+                         r"(?:更新参数|参数更新|更新权重|权重更新|optimizer\.step\(\)|optimizer\s{0,2}step)\s{0,2}(?:的)?\s{0,2}(?:那一步|这一步|那步|这步|时|的时候|阶段|那里|这里)|"
+                         r"\b(?:at|during|in|on)\s{1,3}(?:the\s{1,3})?(?:parameter|weight)s?\s{1,3}update\b|"
+                         r"\b(?:when|while|once|as)\s{1,3}(?:the\s{1,3})?optimi[sz]er\s{1,3}(?:steps|stepped|updates|updated|runs|ran)\b|"
+                         r"\b(?:at|in|during|on)\s{1,3}optimi[sz]er\.step\(\)", _I), "optimizer"),
     # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
     ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
                          r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
@@ -215,6 +238,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
                                    r"(?:跑|训练|训)了?\s{0,2}(?:几十|几百|几千|两|\d{1,6}|一段时间|一会儿?|半天)\s{0,2}(?:步|个?\s{0,1}steps?|轮|个?\s{0,1}epochs?)?\s{0,2}(?:就|才|之后|以后|后)|"
                                    r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完|"
+                                   # a whole epoch done before the failure: "the first epoch completes", "after one epoch", "第一轮跑完"
+                                   r"\b(?:the\s{1,3})?first\s{1,3}(?:full\s{1,3})?epoch\s{1,3}(?:completes|completed|finishes|finished|ends|ended|runs\s{1,3}fine|ran\s{1,3}fine|"
+                                   r"goes\s{1,3}(?:fine|through)|went\s{1,3}(?:fine|through)|is\s{1,3}fine|was\s{1,3}fine|trains\s{1,3}fine|trained\s{1,3}fine)\b|"
+                                   r"\bafter\s{1,3}(?:the\s{1,3})?(?:first|one|1|an)\s{1,3}(?:full\s{1,3}|whole\s{1,3})?epoch\b|"
+                                   r"\b(?:when|once|as)\s{1,3}(?:the\s{1,3})?(?:second|2nd|third|3rd|next)\s{1,3}epoch\s{1,3}(?:starts|begins|started|began)\b|"
+                                   r"\bat\s{1,3}the\s{1,3}(?:start|beginning)\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:second|2nd|third|3rd|next)\s{1,3}epoch\b|"
+                                   r"第\s{0,2}(?:一|1)\s{0,2}(?:个|轮)\s{0,2}(?:epoch)?\s{0,2}(?:跑完|结束|训练完|完成|训完)|(?:一|1)\s{0,2}个\s{0,2}epoch\s{0,2}(?:之后|以后|后|跑完|结束)|"
                                    r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                                    r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
