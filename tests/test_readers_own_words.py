@@ -143,3 +143,75 @@ def test_an_epoch_done_before_the_failure(text):
 ])
 def test_a_failure_within_the_first_epoch_says_nothing_about_steps(text):
     assert observed(text).get("log.after_steps") is not True
+
+
+# --- a setting's key, a verb of change, and its value ------------------------------------------------------
+
+@pytest.mark.parametrize("text, length", [
+    ("cutoff_len 设成 10000", 10000),
+    ("max_length 改成 8192", 8192),
+    ("序列长度拉到 32k", 32768),
+    ("上下文拉到 16k 就爆", 16384),
+    ("max_seq_length 调到 4096", 4096),
+    ("seq len 改成 2048", 2048),
+    ("max_seq_length was raised to 4096", 4096),
+    ("max_length 设为 4k", 4096),
+    ("cutoff_len 从 8192 降到 6144", 6144),
+])
+def test_sequence_length_with_a_verb(text, length):
+    assert observed(text).get("train.seq_len") == length
+
+
+@pytest.mark.parametrize("text", [
+    "max_new_tokens 设成 512",       # generation, not the training length
+    "max_source_length 设成 512",    # only the prompt's part
+    "max_target_length 改成 256",
+    "max_prompt_length 设为 1024",
+])
+def test_partial_or_generation_lengths_are_not_the_sequence_length(text):
+    assert observed(text).get("train.seq_len") is None
+
+
+@pytest.mark.parametrize("text, batch", [
+    ("batch 设 1", 1),
+    ("batch size 调小到 2 还是爆", 2),
+    ("bs 降到 1", 1),
+    ("批大小改到 8", 8),
+    ("the micro bs was set to 2", 2),
+])
+def test_batch_size_with_a_verb(text, batch):
+    assert observed(text).get("train.batch_size") == batch
+
+
+def test_an_evaluation_batch_with_a_verb_is_not_the_training_batch():
+    assert observed("eval batch 设 16").get("train.batch_size") is None
+
+
+# --- objectives named in words ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, objective", [
+    ("continued pre-training of Llama 3 on our papers", "pretrain"),
+    ("continual pretraining on domain data", "pretrain"),
+    ("pre-training from scratch, 1B model", "pretrain"),
+    ("增量预训练 Qwen2.5-7B", "pretrain"),
+    ("在做预训练，数据 50G", "pretrain"),
+    ("training a reward model on preference pairs", "reward"),
+    ("训练奖励模型的时候 OOM", "reward"),
+    ("做 RM 训练", "reward"),
+    ("RLOO with 4 generations", "rloo"),
+])
+def test_objectives_in_words(text, objective):
+    assert observed(text).get("train.objective") == objective
+
+
+@pytest.mark.parametrize("text", [
+    "用预训练模型做 LoRA 微调",                     # a pre-trained model is not a pre-training job
+    "load the pre-trained model and train LoRA",
+    "预训练的权重是 bf16",
+])
+def test_a_pretrained_model_is_not_pretraining(text):
+    assert observed(text).get("train.objective") != "pretrain"
+
+
+def test_a_reward_model_a_ppo_run_uses_leaves_the_objective_ppo():
+    assert observed("PPO with a reward model from the hub").get("train.objective") == "ppo"

@@ -47,8 +47,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
-    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:都|全|全部|也|统一|一律|已经|还是)?\s{0,2}"
+    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?|(?<![A-Za-z])(?:micro[- _]?)?bs)\s{0,3}(?:都|全|全部|也|统一|一律|已经|还是)?\s{0,2}"
                                     r"(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|调成|调为|改成|改为|降到|减到|降为|减为|用|已经是|只有|"
+                                    # "batch 设 1", "batch size 调小到 2", "bs 减小到 1", "batch 加到 16"
+                                    r"设|调小到|调小为|调低到|调大到|改到|减小到|减少到|缩小到|缩到|加到|增加到|增大到|提高到|升到|"
                                     r"(?:is\s{1,3}|was\s{1,3})?(?:set\s{1,3}to|lowered\s{1,3}to|reduced\s{1,3}to|down\s{1,3}to))?"
                                     r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|cutoff[- _]?len|"
@@ -56,6 +58,12 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
                                  r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是|到|有|开到|设为|设成)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
+    # "cutoff_len 设成 10000", "max_length 改成 8192", "序列长度拉到 32k", "max_seq_length was raised to 4096"
+    ("train.seq_len", re.compile(r"(?<![A-Za-z])(?<!max_new_)(?<!max_target_)(?<!max_source_)(?<!max_prompt_)(?:seq(?:uence)?[- _]?len(?:gth)?|(?:model[- _])?max[- _]?len(?:gth)?|"
+                                 r"max[- _]seq(?:uence)?[- _]len(?:gth)?|cutoff[- _]?len|block[- _]?size|context[- _]length|序列长度|上下文长度|最大长度|上下文|长度)\s{0,3}(?:都|也|已经|统一)?\s{0,2}"
+                                 r"(?:设|设成|设为|设置为|设置成|设置到|改成|改为|改到|调到|调成|调为|拉到|开到|加到|增加到|提到|提高到|升到|降到|减到|缩到|缩短到|用的?是?|"
+                                 r"(?:is\s{1,3}|was\s{1,3}|been\s{1,3})?(?:set|raised|increased|bumped|lowered|reduced|cut|changed|extended)\s{1,3}to)"
+                                 r"\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?(?![\d.A-Za-z])", _I), "seq"),
     # "4096 tokens", "sequences of 1024 tokens": a length in tokens, not an amount of data ("trained on 500k tokens").
     ("train.seq_len", re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})?|\d{2,6})\s{0,2}(k)?[- ]?tokens?\b", _I), "seq_tokens"),
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
@@ -89,6 +97,14 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.objective", re.compile(r"(?<![A-Za-z])ppo(?![A-Za-z])|(?<![\w/-])rlhf(?![\w-])", _I), "ppo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])grpo(?![A-Za-z])|\bnum_generations\b", _I), "grpo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])orpo(?![A-Za-z])", _I), "orpo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])rloo(?![A-Za-z])", _I), "rloo"),
+    # A reward model as what is trained ("training a reward model", "训练奖励模型", "RM 训练"), not one a PPO run uses.
+    ("train.objective", re.compile(r"\b(?:train(?:ing|s)?|fine-?tun(?:e|es|ing))\s{1,3}(?:a\s{1,3}|an\s{1,3}|the\s{1,3}|my\s{1,3}|our\s{1,3})?reward\s{1,3}models?\b|"
+                                   r"\breward[- ]model(?:ing)?\s{1,3}training\b|训练\s{0,2}(?:一个|个)?\s{0,2}(?:奖励模型|reward\s{0,2}model)|"
+                                   r"(?:奖励模型|reward\s{0,2}model|(?<![A-Za-z])RM)\s{0,2}(?:的)?\s{0,2}训练", _I), "reward"),
+    # Pre-training as the job, not a pre-trained model: "continued pre-training", "增量预训练", "做预训练".
+    ("train.objective", re.compile(r"\b(?:continued|continual|continuing|further)\s{1,3}pre-?training\b|\bpre-?training\s{1,3}from\s{1,3}scratch\b|"
+                                   r"(?:增量|继续|二次|持续)\s{0,2}预训练|(?:在做|做|跑|进行)\s{0,2}(?:增量\s{0,2})?预训练(?!\s{0,2}(?:的)?\s{0,2}(?:模型|权重))", _I), "pretrain"),
     # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
     # "trl vllm-serve", "a vLLM server", "vLLM 服务".
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
