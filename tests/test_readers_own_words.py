@@ -215,3 +215,31 @@ def test_a_pretrained_model_is_not_pretraining(text):
 
 def test_a_reward_model_a_ppo_run_uses_leaves_the_objective_ppo():
     assert observed("PPO with a reward model from the hub").get("train.objective") == "ppo"
+
+
+# --- a PyTorch message wrapped at a blank: the blank became a line break ---------------------------------
+
+_OLD_WORDING = ("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total capacity; 22.87 GiB already "
+                "allocated; 3.06 MiB free; 23.25 GiB reserved in total by PyTorch)")
+_NEW_WORDING = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.2 GiB "
+                "is free. Including non-PyTorch memory, this process has 77.9 GiB memory in use. Of the allocated memory "
+                "70.1 GiB is allocated by PyTorch, and 6.5 GiB is reserved by PyTorch but unallocated.")
+
+
+def _cuda(text):
+    from oomdoctor.extractors import cuda_oom
+    return {f.name: f.value for f in cuda_oom.extract(text)}
+
+
+@pytest.mark.parametrize("phrase", ["reserved in total", "total capacity", "already allocated"])
+def test_old_wording_wrapped_at_a_blank(phrase):
+    wrapped = _OLD_WORDING.replace(phrase, phrase.replace(" ", "\n", 1))
+    assert _cuda(wrapped) == _cuda(_OLD_WORDING)
+    assert _cuda(wrapped)["oom.reserved_gib"] == 23.25
+
+
+@pytest.mark.parametrize("phrase", ["out of memory", "has a total capacity", "memory in use", "allocated by PyTorch",
+                                    "but unallocated"])
+def test_new_wording_wrapped_at_a_blank(phrase):
+    wrapped = _NEW_WORDING.replace(phrase, phrase.replace(" ", "\n", 1))
+    assert _cuda(wrapped) == _cuda(_NEW_WORDING)
