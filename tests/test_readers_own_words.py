@@ -243,3 +243,43 @@ def test_old_wording_wrapped_at_a_blank(phrase):
 def test_new_wording_wrapped_at_a_blank(phrase):
     wrapped = _NEW_WORDING.replace(phrase, phrase.replace(" ", "\n", 1))
     assert _cuda(wrapped) == _cuda(_NEW_WORDING)
+
+
+# --- settings said in words that a config states as keys --------------------------------------------------
+
+@pytest.mark.parametrize("text, fact, value", [
+    ("梯度累积设成 8", "train.grad_accum", 8),
+    ("gradient accumulation steps of 16", "train.grad_accum", 16),
+    ("grad accum 4, bf16", "train.grad_accum", 4),
+    ("梯度累加步数为 32", "train.grad_accum", 32),
+    ("grad_accum was set to 2", "train.grad_accum", 2),
+    ("lora rank 设成 64", "lora.rank", 64),
+    ("LoRA 秩 16", "lora.rank", 16),
+    ("rank 128 的 LoRA", "lora.rank", 128),
+    ("a LoRA of rank 64", "lora.rank", 64),
+    ("rank-16 LoRA on q and v", "lora.rank", 16),
+    ("optimizer is adafactor", "train.optimizer", "adafactor"),
+    ("用的 Lion 优化器", "train.optimizer", "lion"),
+    ("Adafactor optimizer, bs 1", "train.optimizer", "adafactor"),
+    ("paged_adamw_32bit", "train.optimizer", "paged_adamw_32bit"),
+    ("8-bit Lion", "train.optimizer", "lion_8bit"),
+    ("num_workers 设成 8", "data.num_workers", 8),
+    ("num_workers is 4", "data.num_workers", 4),
+    ("ZeRO-3 with CPU offload", "dist.offload_optimizer", "cpu"),
+    ("开了 CPU offload", "dist.offload_optimizer", "cpu"),
+    ("优化器 offload 到 CPU", "dist.offload_optimizer", "cpu"),
+    ("CPU offload is on", "dist.offload_optimizer", "cpu"),
+])
+def test_settings_in_words(text, fact, value):
+    assert observed(text).get(fact) == value
+
+
+@pytest.mark.parametrize("text, fact", [
+    ("[rank 3] lora module loaded", "lora.rank"),       # a process's rank
+    ("rank 0 uses lora", "lora.rank"),
+    ("should I try adafactor?", "train.optimizer"),      # advice asked for, not what runs
+    ("cpu_offload: false", "dist.offload_optimizer"),    # a key set off
+    ("I read about CPU offload", "dist.offload_optimizer"),
+])
+def test_settings_not_stated_stay_unread(text, fact):
+    assert observed(text).get(fact) in (None, "none")

@@ -18,7 +18,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
-            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share"}
+            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share", "train.grad_accum"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -28,6 +28,9 @@ _I = re.IGNORECASE
 # A from-to phrase between a key and its value: the value after it is the one now in use ("从 8192 降到 6144").
 _FROM_TO = (r"\s{0,3}(?:从|from)\s{0,3}\d{1,6}\s{0,2}k?\s{0,3}(?:降到|减到|改到|改成|调到|调成|降为|减为|降低到|减少到|缩短到|增加到|提高到|升到|"
             r"->|→|to|down\s{1,3}to|up\s{1,3}to)\s{0,3}")
+# What stands between a setting named in words and its value: "梯度累积设成 8", "lora rank is 64", "num_workers 开到 16".
+_SET_TO = (r"\s{0,3}(?:=|:|：|of|is|was|为|是|设|设为|设成|设置为|设置成|改成|改为|调到|调成|开到|用的?是?|"
+           r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)?\s{0,3}")
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
     # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
@@ -88,7 +91,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("dist.offload_optimizer", re.compile(r"\b(?:no|without)\s{1,3}(?:cpu\s{1,3})?offload(?:ing)?\b|(?:没有?|未|不)\s{0,2}(?:开(?:启)?|配置?|用)?\s{0,2}offload|offload\s{0,2}(?:没开|没有开|未开启)", _I), "none"),
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}nvme\b", _I), "nvme"),
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload|"
-                                          r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b", _I), "cpu"),
+                                          r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b|"
+                                          # "ZeRO-3 with CPU offload", "开了 CPU offload", "优化器 offload 到 CPU", "CPU offload is on"
+                                          r"(?:\b(?:with|using)\s{1,3}|\+\s{0,2}|用了\s{0,2}|开了\s{0,2}|开启了?\s{0,2}|加了\s{0,2})cpu[- ]?offload(?:ing)?(?![\w-])|"
+                                          r"(?<![A-Za-z_])cpu[- ]offload(?:ing)?\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b|"
+                                          r"(?:优化器|optimizer)\s{0,2}(?:状态\s{0,2})?(?:也\s{0,2})?offload\s{0,3}(?:到|至)\s{0,2}(?:cpu|内存)", _I), "cpu"),
     ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])|\btorchtune\b[^\n]{0,40}\bdistributed\b|\b(?:full|lora)_finetune_distributed\b", _I), "fsdp"),
     ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[- _]?[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
     ("dist.strategy", re.compile(r"\bddp\b|DistributedDataParallel", _I), "ddp"),
@@ -268,6 +275,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"^\s{0,3}一开始就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
+    ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?32[- _]?bit\b", _I), "paged_adamw_32bit"),
+    ("train.optimizer", re.compile(r"\b(?:lion[- _]?8[- _]?bit|8[- _]?bit[- _]?lion)\b", _I), "lion_8bit"),
+    # An optimizer named beside the word for one: "optimizer is adafactor", "用的 Lion 优化器" (not a bare name in advice).
+    ("train.optimizer", re.compile(r"(?:\boptimi[sz]er|优化器)" + _SET_TO + r"(adafactor|lion)(?![\w-])|"
+                                   r"(?<![\w-])(adafactor|lion)\s{0,3}(?:optimi[sz]er\b|优化器)", _I), "named_optimizer"),
     ("train.precision", re.compile(r"\bbf16\b|\bbfloat16\b", _I), "bf16"),
     ("train.precision", re.compile(r"\bfp16\b|\bfloat16\b|半精度", _I), "fp16"),
     ("model.new_tokens", re.compile(r"\bnew[_ ]special[_ ]tokens?\b|\badd(?:ed|ing)?\s{1,3}(?:new\s{1,3})?(?:special\s{1,3})?tokens\b|\bresize_token_embeddings\b|"
@@ -275,6 +287,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
     # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,3}(?:is|was|为|是|设|设为|设成|设置为|改成|调到|开到|"
+                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?![\d.])", _I), int),
+    # Gradient accumulation in words: "梯度累积设成 8", "gradient accumulation steps of 16", "grad accum 4".
+    ("train.grad_accum", re.compile(r"(?<![A-Za-z])(?:gradient|grad)[-_ ]?(?:accumulation|accum|acc)(?:[-_ ]?steps?)?" + _SET_TO +
+                                    r"(\d{1,4})(?![\d.])|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?![\d.])", _I), int),
     # datasets' map processes, in words: "preprocessing_num_workers 设成 256", "preprocessing_num_workers=64".
     ("data.preprocessing_workers", re.compile(r"(?<![\w-])preprocessing[_-]num[_-]workers\s{0,2}(?:=|:|：|is|of|to|为|是|设成|设为|设置为|设置成|改成|开到)?"
                                               r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
@@ -290,6 +307,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("log.failed_step", re.compile(r"\b(?:at|on|in)\s{1,3}step\s{1,3}(\d{1,7})\b|第\s{0,2}(\d{1,7})\s{0,2}步", _I), "count"),
     ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
+    # The rank beside the word LoRA: "lora rank 设成 64", "LoRA 秩 16", "a LoRA of rank 64", "rank-16 LoRA", "rank 128 的 LoRA".
+    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?![\d.])|"
+                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?![\d.])|"
+                             r"\brank-(\d{1,4})\s{0,2}lora(?![A-Za-z])|\brank\s{0,2}(\d{1,4})\s{0,2}的\s{0,2}lora(?![A-Za-z])", _I), int),
 ]
 
 
@@ -499,6 +520,8 @@ def _value(kind, match: re.Match, text: str):
         number, unit = (g for g in match.groups() if g)
         gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
         return gib if 1 <= gib <= 65536 else None
+    if kind == "named_optimizer":
+        return next(g for g in match.groups() if g).lower()
     if kind == "share":
         value = float(match.group(1))
         return value if 0 < value <= 1 else None
