@@ -283,3 +283,28 @@ def test_settings_in_words(text, fact, value):
 ])
 def test_settings_not_stated_stay_unread(text, fact):
     assert observed(text).get(fact) in (None, "none")
+
+
+@pytest.mark.parametrize("text, fact, value", [
+    ("内存只有 32 个 G", "host.ram_total_gib", 32.0),
+    ("显存 24G", "gpu.memory_gib", 24.0),
+    ("VRAM: 24GB", "gpu.memory_gib", 24.0),
+    ("显存是 48G 的卡", "gpu.memory_gib", 48.0),
+    ("存模型的时候挂了", "phase", "saving"),
+    ("save checkpoint 的时候爆了", "phase", "saving"),
+    ("evaluation 的时候爆了", "phase", "evaluation"),
+    ("validation 阶段 OOM", "phase", "evaluation"),
+    ("OOM during backward", "phase", "backward"),
+])
+def test_sizes_and_phases_in_mixed_wording(text, fact, value):
+    assert observed(text).get(fact) == value
+
+
+@pytest.mark.parametrize("text, fact", [
+    ("显存 70G 左右就爆了", "gpu.memory_gib"),     # an amount in use, not the card
+    ("显存 20G 就爆了", "gpu.memory_gib"),
+    ("内存占用 12 个 G", "host.ram_total_gib"),
+    ("kept at backward compatibility level 2", "phase"),
+])
+def test_amounts_in_use_are_not_capacities(text, fact):
+    assert observed(text).get(fact) is None

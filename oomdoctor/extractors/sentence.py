@@ -183,7 +183,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          # "when the state_dict is saved", "while the checkpoint is being saved"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
                          r"\s{1,3}(?:is|are|gets|get|was|were)\s{1,3}(?:being\s{1,3})?sav(?:ed|ing)\b|"
-                         r"保存\s{0,2}(?:模型|检查点|checkpoint|权重)?\s{0,2}(?:时|的时候)", _I), "saving"),
+                         r"(?:保存|存)\s{0,2}(?:模型|检查点|checkpoint|ckpt|权重)?\s{0,2}(?:时|的时候)|(?:save|saving)\s{0,2}(?:checkpoint|ckpt|model)?\s{0,2}(?:时|的时候|阶段)", _I), "saving"),
     ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
                          r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
                          # "whenever the trainer evaluates", "一到 evaluate 就"
@@ -193,7 +193,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          # "as soon as evaluation starts", "once validation kicks in", "the moment eval begins"
                          r"\b(?:as\s{1,3}soon\s{1,3}as|once|whenever|the\s{1,3}moment)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation)(?:\s{1,3}(?:loop|phase|step))?\s{1,3}"
                          r"(?:starts|started|begins|began|kicks\s{1,3}in|kicked\s{1,3}in|runs|ran)\b|"
-                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)|"
+                         r"(?:评估|验证|预测|eval(?:uate|uation)?|validation|predict(?:ion)?)\s{0,2}(?:时|的时候|阶段)|"
                          # "evaluation at batch size 4 runs out of CUDA memory", "validation OOMs"
                          r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
                          r"\s{1,3}(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM)\b", _I), "evaluation"),
@@ -228,7 +228,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|while|once|as)\s{1,3}(?:the\s{1,3})?optimi[sz]er\s{1,3}(?:steps|stepped|updates|updated|runs|ran)\b|"
                          r"\b(?:at|in|during|on)\s{1,3}optimi[sz]er\.step\(\)", _I), "optimizer"),
     # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
-    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
+    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b(?![\s-]{1,3}compat)|\bwhile\s{1,3}backpropagating\b|"
                          r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
     # The rollout engine taking its share, or the generation itself: "as soon as vLLM starts", "vLLM fails to wake up",
     # "during rollouts", "vllm 唤醒时", "rollout 阶段", "生成的时候".
@@ -300,7 +300,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                       r"(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram|memory\s{0,2}\(ram\))(?![A-Za-z])|"
                                       r"\b(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram)\s{0,3}(?:of|is|:|=)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\b|"
                                       r"(?<![\d.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)\s{0,2}(?:的)?\s{0,2}(?:系统|主机|机器|服务器|CPU\s{0,2})?内存|"
-                                      r"(?:系统|主机|机器|服务器|CPU\s{0,2})?内存\s{0,3}(?:[:：（(]|为|是|有|只有|共)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)(?![A-Za-z])", _I), "ram"),
+                                      r"(?:系统|主机|机器|服务器|CPU\s{0,2})?内存\s{0,3}(?:[:：（(]|为|是|有|只有|共)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(?:个\s{0,2})?(g|gb|t|tb)(?![A-Za-z])", _I), "ram"),
     # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
     ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
                                            r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
