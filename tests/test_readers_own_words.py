@@ -308,3 +308,45 @@ def test_sizes_and_phases_in_mixed_wording(text, fact, value):
 ])
 def test_amounts_in_use_are_not_capacities(text, fact):
     assert observed(text).get(fact) is None
+
+
+# --- images in vision-language training ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, side", [
+    ("图片分辨率 1024", 1024),
+    ("image size 448", 448),
+    ("448x448 images", 448),
+    ("分辨率 1344×1344", 1344),
+    ("image size 设成 896", 896),
+    ("输入图片尺寸为 336", 336),
+])
+def test_image_side_in_words(text, side):
+    assert observed(text).get("train.image_size") == side
+
+
+@pytest.mark.parametrize("text", [
+    "images resized to 1024x768 pixels",   # not square: no one side
+    "1024x768 的图片",
+    "分辨率 1920x1080 的视频",
+    "2 x 4096 matrix",
+    "max image tokens 1024",
+    '"image_size": 384',                    # a vision tower's config key, not what the user says of the data
+])
+def test_image_side_not_stated_stays_unread(text):
+    assert observed(text).get("train.image_size") is None
+
+
+@pytest.mark.parametrize("text, n", [
+    ("每条样本 4 张图", 4),
+    ("每个样本有两张图片", 2),
+    ("4 images per sample", 4),
+    ("each example has up to 8 images", 8),
+    ("10 images per sample, 336px", 10),
+])
+def test_images_per_sample_in_words(text, n):
+    assert observed(text).get("train.images_per_sample") == n
+
+
+@pytest.mark.parametrize("text", ["4 images in the dataset folder", "数据集有 4 张图", "8 images/s throughput"])
+def test_image_counts_that_are_not_per_sample_stay_unread(text):
+    assert observed(text).get("train.images_per_sample") is None

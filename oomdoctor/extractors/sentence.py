@@ -18,7 +18,8 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
-            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share", "train.grad_accum"}
+            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share", "train.grad_accum",
+            "train.image_size", "train.images_per_sample"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -246,6 +247,16 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b|"
                                   # "整个数据集都加载到内存里", "把全部数据读进内存"
                                   r"(?:整个|全部|所有)\s{0,2}(?:的)?\s{0,2}(?:数据集|数据)\s{0,3}(?:都)?\s{0,2}(?:加载|读|放|载入|存)(?:到|进|在)\s{0,2}(?:了\s{0,2})?(?<!显)内存", _I), True),
+    # The training images' side: "图片分辨率 1024", "image size 448", "448x448 images", "分辨率 1344×1344" (a non-square size says no one side).
+    ("train.image_size", re.compile(r"""(?:(?<![\w"'])(?:image|img|picture)s?[- ]?(?:size|resolution|side)(?![\w"'])|"""
+                                    r"(?:图片|图像|输入图片?)\s{0,2}(?:尺寸|分辨率|大小|边长)|分辨率)" + _SET_TO +
+                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?![\d.])(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
+                                    r"(?<![\w.])(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})\s{0,2}(?:px\s{0,2}|pixels?\s{1,3}|像素\s{0,2})?(?:的\s{0,2})?(?:\bimages?\b|\bpictures?\b|\bphotos?\b|图片|图像)", _I), "image_side"),
+    # Images in one training example: "4 images per sample", "each example has 8 images", "每条样本 4 张图".
+    ("train.images_per_sample", re.compile(r"(?<![\w.])(\d{1,3})\s{1,3}images?\s{1,3}(?:per|in\s{1,3}each|for\s{1,3}each|in\s{1,3}every)\s{1,3}(?:sample|example|conversation|row|item|prompt)\b|"
+                                           r"\b(?:each|every)\s{1,3}(?:sample|example|conversation|row|item)\s{1,3}(?:has|contains|includes|carries)\s{1,3}(?:up\s{1,3}to\s{1,3})?(\d{1,3})\s{1,3}images?\b|"
+                                           r"(?:每条|每个|每一条|每一个|单条|一条)\s{0,2}(?:训练)?\s{0,2}(?:样本|数据|对话|样例)\s{0,2}(?:都)?\s{0,2}(?:有|含|包含|带|带有)?\s{0,2}(?:最多)?\s{0,2}"
+                                           r"(\d{1,3}|[一两二三四五六七八九十])\s{0,2}(?:张|幅)\s{0,2}(?:图|图片|图像)", _I), "small_count"),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
@@ -499,6 +510,9 @@ _NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over
                            r"per\s{1,3}second|/s)\W{0,3}$", re.I)
 
 
+_ZH_SMALL = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
+
+
 def _value(kind, match: re.Match, text: str):
     """The fact's value a match means, or None when it means none."""
     if kind == "seq":
@@ -520,6 +534,14 @@ def _value(kind, match: re.Match, text: str):
         number, unit = (g for g in match.groups() if g)
         gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
         return gib if 1 <= gib <= 65536 else None
+    if kind == "image_side":
+        groups = [g for g in match.groups() if g]
+        sides = {int(g) for g in groups}
+        return sides.pop() if len(sides) == 1 and 16 <= min(sides) <= 16384 else None
+    if kind == "small_count":
+        word = next(g for g in match.groups() if g)
+        number = int(word) if word.isdigit() else _ZH_SMALL.get(word)
+        return number if number and number <= 512 else None
     if kind == "named_optimizer":
         return next(g for g in match.groups() if g).lower()
     if kind == "share":
