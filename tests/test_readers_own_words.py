@@ -350,3 +350,9 @@ def test_images_per_sample_in_words(text, n):
 @pytest.mark.parametrize("text", ["4 images in the dataset folder", "数据集有 4 张图", "8 images/s throughput"])
 def test_image_counts_that_are_not_per_sample_stay_unread(text):
     assert observed(text).get("train.images_per_sample") is None
+
+
+def test_a_prefix_length_is_not_the_sequence_length():
+    # ChatGLM's pre_seq_len is the P-tuning prefix; max_seq_len after it is the training length.
+    assert observed("pre_seq_len 改成 16、batch 2、max_seq_len 512").get("train.seq_len") == 512
+    assert observed("pre_seq_len 设成 128").get("train.seq_len") is None

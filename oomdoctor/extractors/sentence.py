@@ -63,7 +63,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                  r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是|到|有|开到|设为|设成)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
     # "cutoff_len 设成 10000", "max_length 改成 8192", "序列长度拉到 32k", "max_seq_length was raised to 4096"
-    ("train.seq_len", re.compile(r"(?<![A-Za-z])(?<!max_new_)(?<!max_target_)(?<!max_source_)(?<!max_prompt_)(?:seq(?:uence)?[- _]?len(?:gth)?|(?:model[- _])?max[- _]?len(?:gth)?|"
+    # (not ChatGLM's pre_seq_len, the length of the P-tuning prefix)
+    ("train.seq_len", re.compile(r"(?<![A-Za-z_])(?<!max_new_)(?<!max_target_)(?<!max_source_)(?<!max_prompt_)(?:seq(?:uence)?[- _]?len(?:gth)?|(?:model[- _])?max[- _]?len(?:gth)?|"
                                  r"max[- _]seq(?:uence)?[- _]len(?:gth)?|cutoff[- _]?len|block[- _]?size|context[- _]length|序列长度|上下文长度|最大长度|上下文|长度)\s{0,3}(?:都|也|已经|统一)?\s{0,2}"
                                  r"(?:设|设成|设为|设置为|设置成|设置到|改成|改为|改到|调到|调成|调为|拉到|开到|加到|增加到|提到|提高到|升到|降到|减到|缩到|缩短到|用的?是?|"
                                  r"(?:is\s{1,3}|was\s{1,3}|been\s{1,3})?(?:set|raised|increased|bumped|lowered|reduced|cut|changed|extended)\s{1,3}to)"
