@@ -40,7 +40,7 @@ def test_counts_of_cards_in_words(text, n):
     "10 CPUs and 256 GB RAM",
     "十二张卡",                              # 12, never the 2 it ends with
     "三十二张 A100",
-    "双机各8卡",                             # the machines are not counted in words the reader knows: unknown, not 8
+    "随机各 8 卡",                           # 随机 (random) counts no machines: unknown, not 8
 ])
 def test_numbers_that_are_no_card_count_stay_unread(text):
     assert count(text) is None
@@ -356,3 +356,19 @@ def test_a_prefix_length_is_not_the_sequence_length():
     # ChatGLM's pre_seq_len is the P-tuning prefix; max_seq_len after it is the training length.
     assert observed("pre_seq_len 改成 16、batch 2、max_seq_len 512").get("train.seq_len") == 512
     assert observed("pre_seq_len 设成 128").get("train.seq_len") is None
+
+
+@pytest.mark.parametrize("text, n", [
+    ("双机各8卡", 16),
+    ("两机各 8 张 A100", 16),
+    ("我们双机各8卡", 16),                      # a numeral right after a Chinese word still counts the machines
+    ("我们用两台机器，每台 8 张 A100", 16),
+    ("四机32卡", 32),
+])
+def test_machines_said_with_ji(text, n):
+    assert count(text) == n
+
+
+@pytest.mark.parametrize("text", ["随机各8卡", "第二台机器各 8 张卡"])
+def test_words_that_do_not_count_machines(text):
+    assert count(text) is None

@@ -112,8 +112,9 @@ _PER_NODE_BEFORE = re.compile(r"(?:每|各)\s{0,2}(?:一)?\s{0,2}(?:台|个?节�
                               r"(?:台|机器|节点|服务器|机)\S{0,2}\s{0,2}各\s{0,2}(?:有|用|插|配|带)?\s{0,3}$|"
                               r"\b(?:each|per|every)\s{1,3}(?:node|machine|server|host)\s{0,3}[,:]?\s{0,3}$", _I)
 _PER_NODE_AFTER = re.compile(r"^\s{0,3}(?:each\b|apiece\b|(?:on\s{1,3}|in\s{1,3})?(?:each|per|every)\s{1,3}(?:node|machine|server|host)\b|/\s{0,2}(?:node|machine)\b)", _I)
-_NODE_COUNT = re.compile(r"(?<![\w.])(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
-                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
+# (the look-behind is ASCII-only: a numeral after a CJK word still counts, "我们用两台机器"; "第二台" is which machine)
+_NODE_COUNT = re.compile(r"(?<![A-Za-z0-9_.])(?<!第)(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
+                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|机(?=\s{0,2}(?:各|每|\d|[一两二三四五六七八]\s{0,2}(?:卡|张)))|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
 
 
 def _per_node(text: str, m: re.Match) -> bool:
