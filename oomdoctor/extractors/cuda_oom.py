@@ -62,6 +62,16 @@ _TF_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int
 _DRIVER = re.compile(r"failed to alloc(?:ate)?\s{1,4}(?:[\d.]{1,12}[KMGT]?\s{1,4})?\(?(\d{1,15}) bytes\)?"
                      r"\s{1,4}(?:from device|on host)", re.IGNORECASE)
 
+# A wrap at a blank turns the blank into a line break ("reserved in\ntotal by PyTorch"): the blanks inside the
+# messages' phrases match any short run of white space, line breaks included (a wrap inside a word is undone
+# by reading the window with its line breaks removed).
+def _wrappable(pattern: re.Pattern) -> re.Pattern:
+    return re.compile(pattern.pattern.replace(" ", r"\s{1,4}"), pattern.flags)
+
+
+_HEAD, _OLD, _NEW_TOTAL, _THIS_PROCESS, _PROCESS, _ALLOCATED, _UNALLOCATED = (
+    _wrappable(p) for p in (_HEAD, _OLD, _NEW_TOTAL, _THIS_PROCESS, _PROCESS, _ALLOCATED, _UNALLOCATED))
+
 _WINDOW = 1200  # the parenthesis and the new-wording sentences follow the head within this span
 
 

@@ -34,6 +34,8 @@ _FREE_SIZES = [
     # "卡是 24G 的", "显卡都是 48G", "24G 的卡"
     re.compile(r"(?:显卡|卡)\s?(?:都)?(?:是|为)\s?" + _SIZE),
     re.compile(_SIZE + r"\s?的\s?(?:显卡|卡|GPU)"),
+    # "显存 24G", "VRAM: 24GB", "显存是 48G": the card's memory, not an amount in use ("显存 70G 左右", "显存 20G 就爆了")
+    re.compile(r"(?:显存|VRAM|vram)\s?(?:是|为|有|:|：)?\s?" + _SIZE + r"(?!\s{0,2}(?:左右|多|以上|上下|就|时|的时候|出头|不到|around|or\s|used|in\s))"),
     re.compile(r"total_memory:\s?" + _SIZE),
 ]
 # llamafactory-cli env: "GPU memory: 79.15GB", what PyTorch reports (GiB).

@@ -88,10 +88,14 @@ _PROSE = [
     # 4张L20, 8张T4, 8卡3090, 4卡A100, 共8张卡, 单机8卡, 16卡 (but not 2张图片, nor 第 7 张卡: the 7th card)
     re.compile(_NOT_WHICH_CARDS + r"(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡, 最后一张卡, 其中两张卡, 另一张卡, 每一张卡: which cards, not how many)
-    re.compile(_NOT_WHICH_CARDS + r"(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # (a numeral that ends a longer one is no count: 十二张, 三十二卡 are not 2)
+    re.compile(_NOT_WHICH_CARDS + r"(?<![一二三四五六七八九十百千])(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # on 32 H100 80GB, across 8 A100s, using 4 L40S: a count of named cards after a word that places the job on them
     re.compile(r"\b(?:on|across|over|using|with)[ \t]{1,3}(\d{1,4})[ \t]{1,2}(?:NVIDIA[ \t])?(?:[A-Z]{1,2}\d{2,4}[A-Za-z]{0,3}|RTX[ \t]?\d{4}(?:[ \t]?Ti)?)"
                r"(?![\w.-]|[ \t]{0,2}(?:hours?|steps?|tokens?)\b)"),
+    # 8 H100s, 4 RTX 3090s, 2 A6000s: a card's name in the plural is a count of cards wherever it stands
+    re.compile(r"(?<![\w.-])(\d{1,3})[ \t]{1,2}(?:NVIDIA[ \t])?(?:GeForce[ \t])?(?:RTX[ \t]?|Tesla[ \t])?"
+               r"(?:T4|[A-Z]{1,2}\d{2,4}[A-Za-z]{0,2}?|\d{4}(?:[ \t]?Ti)?)s(?![\w-])"),
     # two GPUs, one A100 GPU, single-A100, a single 4090, single GPU, single device, two 48G graphics cards, two Titan RTX cards
     re.compile(r"(?<!only )(?<!just )(?<!each )(?<!per )(?<!every )(?<!other )\b(one|single|two|three|four|six|eight|sixteen)"
                r"[ \t-]{1,2}(?:\d{2,3}[ \t]?GB?[ \t])?(?:" + _CARD + r"[ \t-]{0,2}(?:GPUs?|gpus?|cards?)?|"
@@ -104,10 +108,13 @@ _NOT_A_COUNT = re.compile(r"\b(?:nodes?|machines?|servers?)\b", _I)
 _TOTAL_BEFORE = re.compile(r"(?:共|总共|一共|合计|总计|\btotal(?:\s{1,3}of)?|\bin\s{1,3}total)\s{0,3}$", _I)
 # A count said per machine: "每台 8 卡", "每机8卡", "每个节点 8 张", "8 GPUs each", "8 GPUs per node", "8 cards on each node".
 _PER_NODE_BEFORE = re.compile(r"(?:每|各)\s{0,2}(?:一)?\s{0,2}(?:台|个?节点|个?机器|机|个?服务器)\S{0,3}\s{0,3}$|"
+                              # "两台机器各 8 张卡", "双机各8卡": each of the machines named before
+                              r"(?:台|机器|节点|服务器|机)\S{0,2}\s{0,2}各\s{0,2}(?:有|用|插|配|带)?\s{0,3}$|"
                               r"\b(?:each|per|every)\s{1,3}(?:node|machine|server|host)\s{0,3}[,:]?\s{0,3}$", _I)
 _PER_NODE_AFTER = re.compile(r"^\s{0,3}(?:each\b|apiece\b|(?:on\s{1,3}|in\s{1,3})?(?:each|per|every)\s{1,3}(?:node|machine|server|host)\b|/\s{0,2}(?:node|machine)\b)", _I)
-_NODE_COUNT = re.compile(r"(?<![\w.])(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
-                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
+# (the look-behind is ASCII-only: a numeral after a CJK word still counts, "我们用两台机器"; "第二台" is which machine)
+_NODE_COUNT = re.compile(r"(?<![A-Za-z0-9_.])(?<!第)(\d{1,4}|one|two|three|four|eight|sixteen|[单一两二双三四五六七八]|十六)\s{0,2}"
+                         r"(?:台(?:机器|服务器|节点)?|个(?:节点|机器|服务器)|节点|机(?=\s{0,2}(?:各|每|\d|[一两二三四五六七八]\s{0,2}(?:卡|张)))|nodes?\b|machines?\b|servers?\b|hosts?\b)", _I)
 
 
 def _per_node(text: str, m: re.Match) -> bool:

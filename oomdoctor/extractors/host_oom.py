@@ -11,8 +11,10 @@ PRODUCES = {"process.exit_code", "host.oom_killed", "host.killed_rss_gib", "host
             "host.ram_total_gib", "host.memory_pressure"}
 
 _EXIT = re.compile(
-    r"(?:exit ?code|exitcode|return ?code|returncode|exit status|exited with code)\s{0,3}[:=]?\s{0,8}(-?\d{1,3})\b"
-    r"|died with <Signals\.SIG(KILL|SEGV|BUS|ABRT)",
+    r"(?:exit ?code|exitcode|return ?code|returncode|exit status|exited with code|error ?code)\s{0,3}[:=]?\s{0,8}(-?\d{1,3})\b"
+    r"|died with <Signals\.SIG(KILL|SEGV|BUS|ABRT)"
+    # in words: "killed by signal 9", "terminated with SIGKILL", "got SIGKILL"
+    r"|\b(?:killed|terminated|got|received)\s{1,3}(?:by|with)?\s{0,3}(?:signal\s{1,3}9\b(?![.\d])|SIG(KILL)\b)",
     re.IGNORECASE,
 )
 _SIGNALS = {"KILL": -9, "SEGV": -11, "BUS": -7, "ABRT": -6}
@@ -33,7 +35,8 @@ _PAGE = 4096
 def extract(text: str) -> Iterator[Finding]:
     codes = []
     for match in _EXIT.finditer(text):
-        code = _SIGNALS[match.group(2).upper()] if match.group(2) else int(match.group(1))
+        signal = match.group(2) or match.group(3)
+        code = _SIGNALS[signal.upper()] if signal else -9 if match.group(1) is None else int(match.group(1))
         codes.append((code, snippet(text, match.start(), match.end())))
     # A kill by signal is the informative code; 0 and 1 are what the other ranks report.
     for code, detail in codes:

@@ -18,7 +18,8 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "eval.compute_metrics", "eval.samples", "eval.enabled", "log.after_eval", "log.after_steps", "log.one_rank", "log.repeated_runs",
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
-            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share"}
+            "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share", "train.grad_accum",
+            "train.image_size", "train.images_per_sample"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -28,6 +29,9 @@ _I = re.IGNORECASE
 # A from-to phrase between a key and its value: the value after it is the one now in use ("从 8192 降到 6144").
 _FROM_TO = (r"\s{0,3}(?:从|from)\s{0,3}\d{1,6}\s{0,2}k?\s{0,3}(?:降到|减到|改到|改成|调到|调成|降为|减为|降低到|减少到|缩短到|增加到|提高到|升到|"
             r"->|→|to|down\s{1,3}to|up\s{1,3}to)\s{0,3}")
+# What stands between a setting named in words and its value: "梯度累积设成 8", "lora rank is 64", "num_workers 开到 16".
+_SET_TO = (r"\s{0,3}(?:=|:|：|of|is|was|为|是|设|设为|设成|设置为|设置成|改成|改为|调到|调成|开到|用的?是?|"
+           r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)?\s{0,3}")
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
     # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
@@ -47,8 +51,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
-    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?)\s{0,3}(?:都|全|全部|也|统一|一律|已经|还是)?\s{0,2}"
+    ("train.batch_size", re.compile(r"(?<!eval_)(?<!eval )(?<!评估)(?<!评估 )(?<!验证)(?<!验证 )(?:批大小|批次大小|批量大小|batch(?:[ _]?size)?|(?<![A-Za-z])(?:micro[- _]?)?bs)\s{0,3}(?:都|全|全部|也|统一|一律|已经|还是)?\s{0,2}"
                                     r"(?:=|:|：|为|是|开到|设为|设成|设置为|设置成|调到|调成|调为|改成|改为|降到|减到|降为|减为|用|已经是|只有|"
+                                    # "batch 设 1", "batch size 调小到 2", "bs 减小到 1", "batch 加到 16"
+                                    r"设|调小到|调小为|调低到|调大到|改到|减小到|减少到|缩小到|缩到|加到|增加到|增大到|提高到|升到|"
                                     r"(?:is\s{1,3}|was\s{1,3})?(?:set\s{1,3}to|lowered\s{1,3}to|reduced\s{1,3}to|down\s{1,3}to))?"
                                     r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|cutoff[- _]?len|"
@@ -56,6 +62,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
                                  r"|block[- _]?size)\s{0,3}(?:=|:|of|is|为)?\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?:序列长度|序列|长度|上下文)\s{0,3}(?:=|:|：|为|是|到|有|开到|设为|设成)?\s{0,3}(\d{1,6})\s{0,2}(k)?", _I), "seq"),
+    # "cutoff_len 设成 10000", "max_length 改成 8192", "序列长度拉到 32k", "max_seq_length was raised to 4096"
+    # (not ChatGLM's pre_seq_len, the length of the P-tuning prefix)
+    ("train.seq_len", re.compile(r"(?<![A-Za-z_])(?<!max_new_)(?<!max_target_)(?<!max_source_)(?<!max_prompt_)(?:seq(?:uence)?[- _]?len(?:gth)?|(?:model[- _])?max[- _]?len(?:gth)?|"
+                                 r"max[- _]seq(?:uence)?[- _]len(?:gth)?|cutoff[- _]?len|block[- _]?size|context[- _]length|序列长度|上下文长度|最大长度|上下文|长度)\s{0,3}(?:都|也|已经|统一)?\s{0,2}"
+                                 r"(?:设|设成|设为|设置为|设置成|设置到|改成|改为|改到|调到|调成|调为|拉到|开到|加到|增加到|提到|提高到|升到|降到|减到|缩到|缩短到|用的?是?|"
+                                 r"(?:is\s{1,3}|was\s{1,3}|been\s{1,3})?(?:set|raised|increased|bumped|lowered|reduced|cut|changed|extended)\s{1,3}to)"
+                                 r"\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?(?![\d.A-Za-z])", _I), "seq"),
     # "4096 tokens", "sequences of 1024 tokens": a length in tokens, not an amount of data ("trained on 500k tokens").
     ("train.seq_len", re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})?|\d{2,6})\s{0,2}(k)?[- ]?tokens?\b", _I), "seq_tokens"),
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
@@ -80,7 +93,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("dist.offload_optimizer", re.compile(r"\b(?:no|without)\s{1,3}(?:cpu\s{1,3})?offload(?:ing)?\b|(?:没有?|未|不)\s{0,2}(?:开(?:启)?|配置?|用)?\s{0,2}offload|offload\s{0,2}(?:没开|没有开|未开启)", _I), "none"),
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}nvme\b", _I), "nvme"),
     ("dist.offload_optimizer", re.compile(r"(?<![A-Za-z])offload(?:s|ing|ed)?[ _](?:the[ _])?optimizer|(?<![A-Za-z])(?:ds_)?z(?:ero)?[0-3]?_offload|"
-                                          r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b", _I), "cpu"),
+                                          r"(?<![A-Za-z])offload(?:s|ing|ed)?\s{1,3}to\s{1,3}(?:the\s{1,3})?cpu\b|"
+                                          # "ZeRO-3 with CPU offload", "开了 CPU offload", "优化器 offload 到 CPU", "CPU offload is on"
+                                          r"(?:\b(?:with|using)\s{1,3}|\+\s{0,2}|用了\s{0,2}|开了\s{0,2}|开启了?\s{0,2}|加了\s{0,2})cpu[- ]?offload(?:ing)?(?![\w-])|"
+                                          r"(?<![A-Za-z_])cpu[- ]offload(?:ing)?\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled)\b|"
+                                          r"(?:优化器|optimizer)\s{0,2}(?:状态\s{0,2})?(?:也\s{0,2})?offload\s{0,3}(?:到|至)\s{0,2}(?:cpu|内存)", _I), "cpu"),
     ("dist.strategy", re.compile(r"(?<![A-Za-z])fsdp(?![A-Za-z])|\btorchtune\b[^\n]{0,40}\bdistributed\b|\b(?:full|lora)_finetune_distributed\b", _I), "fsdp"),
     ("dist.strategy", re.compile(r"\bdeepspeed\b|(?<![A-Za-z])(?:zero[- _]?(?:stage|offload|init)|zero\.init|zero[- _]?[123](?![0-9])|ds_z[0-3])", _I), "deepspeed"),
     ("dist.strategy", re.compile(r"\bddp\b|DistributedDataParallel", _I), "ddp"),
@@ -89,6 +106,14 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.objective", re.compile(r"(?<![A-Za-z])ppo(?![A-Za-z])|(?<![\w/-])rlhf(?![\w-])", _I), "ppo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])grpo(?![A-Za-z])|\bnum_generations\b", _I), "grpo"),
     ("train.objective", re.compile(r"(?<![A-Za-z])orpo(?![A-Za-z])", _I), "orpo"),
+    ("train.objective", re.compile(r"(?<![A-Za-z])rloo(?![A-Za-z])", _I), "rloo"),
+    # A reward model as what is trained ("training a reward model", "训练奖励模型", "RM 训练"), not one a PPO run uses.
+    ("train.objective", re.compile(r"\b(?:train(?:ing|s)?|fine-?tun(?:e|es|ing))\s{1,3}(?:a\s{1,3}|an\s{1,3}|the\s{1,3}|my\s{1,3}|our\s{1,3})?reward\s{1,3}models?\b|"
+                                   r"\breward[- ]model(?:ing)?\s{1,3}training\b|训练\s{0,2}(?:一个|个)?\s{0,2}(?:奖励模型|reward\s{0,2}model)|"
+                                   r"(?:奖励模型|reward\s{0,2}model|(?<![A-Za-z])RM)\s{0,2}(?:的)?\s{0,2}训练", _I), "reward"),
+    # Pre-training as the job, not a pre-trained model: "continued pre-training", "增量预训练", "做预训练".
+    ("train.objective", re.compile(r"\b(?:continued|continual|continuing|further)\s{1,3}pre-?training\b|\bpre-?training\s{1,3}from\s{1,3}scratch\b|"
+                                   r"(?:增量|继续|二次|持续)\s{0,2}预训练|(?:在做|做|跑|进行)\s{0,2}(?:增量\s{0,2})?预训练(?!\s{0,2}(?:的)?\s{0,2}(?:模型|权重))", _I), "pretrain"),
     # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
     # "trl vllm-serve", "a vLLM server", "vLLM 服务".
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
@@ -148,21 +173,29 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?:fill(?:\s{1,3}up)?|run\s{1,3}out|hit|reach|go\s{1,3}oom|oom)\b", _I), True),
     ("log.stated_memory", re.compile(r"\bVRAM\b|显存|\bGPU\s{0,2}(?:memory|RAM|OOM)\b|\bCUDA\s{0,2}(?:OOM|out\s{1,3}of\s{1,3}memory)\b", _I), "gpu"),
     ("log.stated_memory", re.compile(r"\b(?:host|system|cpu|main)[- ]{0,2}(?:ram|memory)\b|\bRAM\b|主机内存|系统内存|(?<!显)内存不足|"
-                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)内存\s{0,2}(?:OOM|爆了|溢出|不够)|"
+                                  # "内存直接爆了", "内存一下就满了", "内存就被吃满", "内存又撑爆了": adverbs between the word and the verb
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)(?<!卡)内存\s{0,2}(?:直接|就|又|都|也|一下子?|瞬间|马上|很快|立刻)\s{0,2}(?:就\s{0,2})?(?:被\s{0,2})?"
+                                  r"(?:OOM|爆(?:了|掉|满)?|溢出|不够|满了|占满|撑爆|吃满|吃光|耗尽|用光)|"
+                                  # an amount of 内存 (not 显存) in use: "内存就已经占了 248G", "内存占到 500 多 G"
+                                  r"(?<!显)(?<!GPU)(?<!GPU )(?<!显卡)(?<!卡)内存\s{0,2}(?:就|都|也|已经|直接){0,3}\s{0,2}(?:占|用|吃)(?:了|到|掉)\s{0,2}\d{1,5}(?:\.\d{1,2})?\s{0,2}(?:多\s{0,2})?(?:G|GB|T|TB)(?![A-Za-z])|\b(?:ray|cpu|host)\s{0,2}(?:oom|out\s{1,3}of\s{1,3}memory)\b|"
                                   # the kernel's OOM killer only ever acts on host RAM: "killed by the OOM killer", "被 OOM killer 杀掉"
                                   r"\boom[- _]?killer\b", _I), "host"),
     ("phase", re.compile(r"\b(?:when|while|during|at)\s{1,3}(?:the\s{1,3})?(?:final\s{1,3}|last\s{1,3})?(?:sav(?:e|ing)|checkpoint(?:ing)?)\b|"
                          # "when the state_dict is saved", "while the checkpoint is being saved"
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
                          r"\s{1,3}(?:is|are|gets|get|was|were)\s{1,3}(?:being\s{1,3})?sav(?:ed|ing)\b|"
-                         r"保存\s{0,2}(?:模型|检查点|checkpoint|权重)?\s{0,2}(?:时|的时候)", _I), "saving"),
+                         r"(?:保存|存)\s{0,2}(?:模型|检查点|checkpoint|ckpt|权重)?\s{0,2}(?:时|的时候)|(?:save|saving)\s{0,2}(?:checkpoint|ckpt|model)?\s{0,2}(?:时|的时候|阶段)", _I), "saving"),
     ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
                          r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
                          # "whenever the trainer evaluates", "一到 evaluate 就"
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
-                         r"(?:一到|到了|一进入|一开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
-                         r"(?:评估|验证|预测|eval|evaluate|predict)\s{0,2}(?:时|的时候)|"
+                         r"(?:一到|到了|一进入?|进入|一跑|刚进入?|一开始|刚开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
+                         # "as soon as evaluation starts", "once validation kicks in", "the moment eval begins"
+                         r"\b(?:as\s{1,3}soon\s{1,3}as|once|whenever|the\s{1,3}moment)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation)(?:\s{1,3}(?:loop|phase|step))?\s{1,3}"
+                         r"(?:starts|started|begins|began|kicks\s{1,3}in|kicked\s{1,3}in|runs|ran)\b|"
+                         r"(?:评估|验证|预测|eval(?:uate|uation)?|validation|predict(?:ion)?)\s{0,2}(?:时|的时候|阶段)|"
                          # "evaluation at batch size 4 runs out of CUDA memory", "validation OOMs"
                          r"\b(?:eval|evaluation|validation)\b(?:\s{1,3}(?:at|with)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3})?\d{1,4})?"
                          r"\s{1,3}(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM)\b", _I), "evaluation"),
@@ -174,15 +207,30 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\s{1,3}(?:being\s{1,3})?load(?:ing|ed)\b|"
                          r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半|阶段)|"
                          # "加载到第 18 个分片的时候": loading the checkpoint's shards
-                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就", _I), "loading"),
+                         r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就|"
+                         # before the weights reach the card: "模型还没放到 GPU 上", "weights not yet moved to the GPU"
+                         r"(?:模型|权重|参数)\s{0,2}(?:都|也)?\s{0,2}还\s{0,2}没(?:有)?\s{0,2}(?:放|加载|搬|移|拷|load|to)\s{0,2}(?:到|进|上)\s{0,2}(?:GPU|显卡|卡|cuda)|"
+                         r"\bbefore\s{1,3}(?:the\s{1,3})?(?:model|weights)\s{1,3}(?:is|are|was|were|even\s{1,3}gets?|gets?|got)\s{1,3}(?:even\s{1,3})?(?:moved|put|sent|copied|loaded)\s{1,3}(?:on|to|onto)\s{1,3}(?:the\s{1,3})?(?:gpus?|cuda|device)\b|"
+                         # a kill the moment loading ends: "right after the checkpoint is loaded", "just after loading the weights"
+                         r"\b(?:right|just|immediately|straight)\s{1,3}after\s{1,3}(?:(?:the\s{1,3}|my\s{1,3})?(?:model|checkpoint|weights|state\s{1,3}dict)"
+                         r"\s{1,3}(?:is|are|was|were|has\s{1,3}been|have\s{1,3}been|gets?|got)\s{1,3}loaded|loading\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|checkpoint|weights|state\s{1,3}dict))\b|"
+                         # host RAM filling while the weights load on the CPU: "在 CPU 上加载模型……内存直接爆了"
+                         r"(?:在|用)\s{0,2}CPU\s{0,2}(?:上|里)?\s{0,2}加载\s{0,2}(?:模型|权重)[^。\n]{0,40}?(?<!显)内存[^。\n]{0,8}?(?:爆|满|不够|溢出|OOM)|"
+                         r"\bload(?:s|ed|ing)?\s{1,3}(?:the\s{1,3})?(?:model|weights)\s{1,3}(?:on|in|into)\s{1,3}(?:the\s{1,3})?(?:cpu|ram)\b[^.\n]{0,60}?\b(?:ram|memory)\b[^.\n]{0,20}?"
+                         r"\b(?:runs?\s{1,3}out|ran\s{1,3}out|fills?\s{1,3}up|filled\s{1,3}up|blows?\s{1,3}up|blew\s{1,3}up|explodes?|exploded|is\s{1,3}exhausted)", _I), "loading"),
     ("phase", re.compile(r"\b(?:when|while|during)\s{1,3}(?:the\s{1,3})?(?:tokeni[sz]\w{0,6}|preprocess\w{0,6}|data\s{1,3}loading)|"
                          r"分词(?:时|的时候)|预处理\s{0,2}(?:数据)?\s{0,2}(?:时|的时候|到一半)|"
                          # "Running tokenizer on dataset 阶段", "during the tokenization stage", "分词阶段"
                          r"(?:running\s{1,3}tokenizer\s{1,3}on\s{1,3}dataset|tokeni[sz]ation|tokeni[sz]ing|分词|预处理)\s{0,3}(?:阶段|过程中|期间|\s(?:stage|step|phase)\b)", _I), "data"),
     ("phase", re.compile(r"\b(?:at|in|during|on)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?optimi[sz]er\s{1,3}step\b|"
-                         r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)", _I), "optimizer"),
+                         r"\binitiali[sz]\w{0,3}\s{1,3}(?:the\s{1,3})?optimi[sz]er\b|优化器\s{0,2}(?:更新|初始化|step)|"
+                         # the update in words: "到更新参数那一步", "参数更新的时候", "at the weight update", "when optimizer.step() runs"
+                         r"(?:更新参数|参数更新|更新权重|权重更新|optimizer\.step\(\)|optimizer\s{0,2}step)\s{0,2}(?:的)?\s{0,2}(?:那一步|这一步|那步|这步|时|的时候|阶段|那里|这里)|"
+                         r"\b(?:at|during|in|on)\s{1,3}(?:the\s{1,3})?(?:parameter|weight)s?\s{1,3}update\b|"
+                         r"\b(?:when|while|once|as)\s{1,3}(?:the\s{1,3})?optimi[sz]er\s{1,3}(?:steps|stepped|updates|updated|runs|ran)\b|"
+                         r"\b(?:at|in|during|on)\s{1,3}optimi[sz]er\.step\(\)", _I), "optimizer"),
     # "in the first backward", "during the backward pass", "反向传播时": the backward pass itself
-    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}the\s{1,3}(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b|\bwhile\s{1,3}backpropagating\b|"
+    ("phase", re.compile(r"\b(?:in|during|at)\s{1,3}(?:the\s{1,3})?(?:first\s{1,3})?backward(?:\s{1,3}pass)?\b(?![\s-]{1,3}compat)|\bwhile\s{1,3}backpropagating\b|"
                          r"(?:反向传播|反向|backward)\s{0,2}(?:时|的时候|阶段|过程中)", _I), "backward"),
     # The rollout engine taking its share, or the generation itself: "as soon as vLLM starts", "vLLM fails to wake up",
     # "during rollouts", "vllm 唤醒时", "rollout 阶段", "生成的时候".
@@ -200,6 +248,16 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b|"
                                   # "整个数据集都加载到内存里", "把全部数据读进内存"
                                   r"(?:整个|全部|所有)\s{0,2}(?:的)?\s{0,2}(?:数据集|数据)\s{0,3}(?:都)?\s{0,2}(?:加载|读|放|载入|存)(?:到|进|在)\s{0,2}(?:了\s{0,2})?(?<!显)内存", _I), True),
+    # The training images' side: "图片分辨率 1024", "image size 448", "448x448 images", "分辨率 1344×1344" (a non-square size says no one side).
+    ("train.image_size", re.compile(r"""(?:(?<![\w"'])(?:image|img|picture)s?[- ]?(?:size|resolution|side)(?![\w"'])|"""
+                                    r"(?:图片|图像|输入图片?)\s{0,2}(?:尺寸|分辨率|大小|边长)|分辨率)" + _SET_TO +
+                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?![\d.])(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
+                                    r"(?<![\w.])(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})\s{0,2}(?:px\s{0,2}|pixels?\s{1,3}|像素\s{0,2})?(?:的\s{0,2})?(?:\bimages?\b|\bpictures?\b|\bphotos?\b|图片|图像)", _I), "image_side"),
+    # Images in one training example: "4 images per sample", "each example has 8 images", "每条样本 4 张图".
+    ("train.images_per_sample", re.compile(r"(?<![\w.])(\d{1,3})\s{1,3}images?\s{1,3}(?:per|in\s{1,3}each|for\s{1,3}each|in\s{1,3}every)\s{1,3}(?:sample|example|conversation|row|item|prompt)\b|"
+                                           r"\b(?:each|every)\s{1,3}(?:sample|example|conversation|row|item)\s{1,3}(?:has|contains|includes|carries)\s{1,3}(?:up\s{1,3}to\s{1,3})?(\d{1,3})\s{1,3}images?\b|"
+                                           r"(?:每条|每个|每一条|每一个|单条|一条)\s{0,2}(?:训练)?\s{0,2}(?:样本|数据|对话|样例)\s{0,2}(?:都)?\s{0,2}(?:有|含|包含|带|带有)?\s{0,2}(?:最多)?\s{0,2}"
+                                           r"(\d{1,3}|[一两二三四五六七八九十])\s{0,2}(?:张|幅)\s{0,2}(?:图|图片|图像)", _I), "small_count"),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
                                 r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
@@ -215,6 +273,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
                                    r"(?:跑|训练|训)了?\s{0,2}(?:几十|几百|几千|两|\d{1,6}|一段时间|一会儿?|半天)\s{0,2}(?:步|个?\s{0,1}steps?|轮|个?\s{0,1}epochs?)?\s{0,2}(?:就|才|之后|以后|后)|"
                                    r"跑到一半|训练到一半|第\s{0,2}[二三四五六七八九十\d]{1,3}\s{0,2}个?\s{0,2}epoch|epoch\s{0,2}跑完|"
+                                   # a whole epoch done before the failure: "the first epoch completes", "after one epoch", "第一轮跑完"
+                                   r"\b(?:the\s{1,3})?first\s{1,3}(?:full\s{1,3})?epoch\s{1,3}(?:completes|completed|finishes|finished|ends|ended|runs\s{1,3}fine|ran\s{1,3}fine|"
+                                   r"goes\s{1,3}(?:fine|through)|went\s{1,3}(?:fine|through)|is\s{1,3}fine|was\s{1,3}fine|trains\s{1,3}fine|trained\s{1,3}fine)\b|"
+                                   r"\bafter\s{1,3}(?:the\s{1,3})?(?:first|one|1|an)\s{1,3}(?:full\s{1,3}|whole\s{1,3})?epoch\b|"
+                                   r"\b(?:when|once|as)\s{1,3}(?:the\s{1,3})?(?:second|2nd|third|3rd|next)\s{1,3}epoch\s{1,3}(?:starts|begins|started|began)\b|"
+                                   r"\bat\s{1,3}the\s{1,3}(?:start|beginning)\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:second|2nd|third|3rd|next)\s{1,3}epoch\b|"
+                                   r"第\s{0,2}(?:一|1)\s{0,2}(?:个|轮)\s{0,2}(?:epoch)?\s{0,2}(?:跑完|结束|训练完|完成|训完)|(?:一|1)\s{0,2}个\s{0,2}epoch\s{0,2}(?:之后|以后|后|跑完|结束)|"
                                    r"\btraining\s{1,3}(?:is|was|runs|ran|itself\s{1,3}(?:is|runs))\s{1,3}(?:fine|ok|okay|normally)\b|训练(?:是)?正常|训练没(?:有)?问题|训练都能跑", _I), True),
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                                    r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
@@ -222,6 +287,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                    r"^\s{0,3}一开始就", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
+    ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?32[- _]?bit\b", _I), "paged_adamw_32bit"),
+    ("train.optimizer", re.compile(r"\b(?:lion[- _]?8[- _]?bit|8[- _]?bit[- _]?lion)\b", _I), "lion_8bit"),
+    # An optimizer named beside the word for one: "optimizer is adafactor", "用的 Lion 优化器" (not a bare name in advice).
+    ("train.optimizer", re.compile(r"(?:\boptimi[sz]er|优化器)" + _SET_TO + r"(adafactor|lion)(?![\w-])|"
+                                   r"(?<![\w-])(adafactor|lion)\s{0,3}(?:optimi[sz]er\b|优化器)", _I), "named_optimizer"),
     ("train.precision", re.compile(r"\bbf16\b|\bbfloat16\b", _I), "bf16"),
     ("train.precision", re.compile(r"\bfp16\b|\bfloat16\b|半精度", _I), "fp16"),
     ("model.new_tokens", re.compile(r"\bnew[_ ]special[_ ]tokens?\b|\badd(?:ed|ing)?\s{1,3}(?:new\s{1,3})?(?:special\s{1,3})?tokens\b|\bresize_token_embeddings\b|"
@@ -229,6 +299,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.compile_mode", re.compile(r"(?<![\w-])max-autotune(?!-)", _I), "max-autotune"),
     # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
+    ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,3}(?:is|was|为|是|设|设为|设成|设置为|改成|调到|开到|"
+                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?![\d.])", _I), int),
+    # Gradient accumulation in words: "梯度累积设成 8", "gradient accumulation steps of 16", "grad accum 4".
+    ("train.grad_accum", re.compile(r"(?<![A-Za-z])(?:gradient|grad)[-_ ]?(?:accumulation|accum|acc)(?:[-_ ]?steps?)?" + _SET_TO +
+                                    r"(\d{1,4})(?![\d.])|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?![\d.])", _I), int),
     # datasets' map processes, in words: "preprocessing_num_workers 设成 256", "preprocessing_num_workers=64".
     ("data.preprocessing_workers", re.compile(r"(?<![\w-])preprocessing[_-]num[_-]workers\s{0,2}(?:=|:|：|is|of|to|为|是|设成|设为|设置为|设置成|改成|开到)?"
                                               r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
@@ -237,13 +312,17 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                       r"(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram|memory\s{0,2}\(ram\))(?![A-Za-z])|"
                                       r"\b(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram)\s{0,3}(?:of|is|:|=)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\b|"
                                       r"(?<![\d.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)\s{0,2}(?:的)?\s{0,2}(?:系统|主机|机器|服务器|CPU\s{0,2})?内存|"
-                                      r"(?:系统|主机|机器|服务器|CPU\s{0,2})?内存\s{0,3}(?:[:：（(]|为|是|有|只有|共)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|t|tb)(?![A-Za-z])", _I), "ram"),
+                                      r"(?:系统|主机|机器|服务器|CPU\s{0,2})?内存\s{0,3}(?:[:：（(]|为|是|有|只有|共)?\s{0,3}(\d{1,5}(?:\.\d)?)\s{0,2}(?:个\s{0,2})?(g|gb|t|tb)(?![A-Za-z])", _I), "ram"),
     # "SFT with the same config fits, DPO OOMs": the objective's own models are what does not fit.
     ("log.only_with_objective", re.compile(r"\bsft\b[^.\n]{0,60}?\b(?:works|fits|runs|trains|is\s{1,3}fine|ok)\b[^.\n]{0,60}?\b(?:dpo|kto|orpo|ppo|grpo)\b|"
                                            r"sft[^。\n]{0,30}?(?:能跑|没问题|正常|可以跑)[^。\n]{0,30}?(?:dpo|kto|orpo|ppo|grpo)", _I), True),
     ("log.failed_step", re.compile(r"\b(?:at|on|in)\s{1,3}step\s{1,3}(\d{1,7})\b|第\s{0,2}(\d{1,7})\s{0,2}步", _I), "count"),
     ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
+    # The rank beside the word LoRA: "lora rank 设成 64", "LoRA 秩 16", "a LoRA of rank 64", "rank-16 LoRA", "rank 128 的 LoRA".
+    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?![\d.])|"
+                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?![\d.])|"
+                             r"\brank-(\d{1,4})\s{0,2}lora(?![A-Za-z])|\brank\s{0,2}(\d{1,4})\s{0,2}的\s{0,2}lora(?![A-Za-z])", _I), int),
 ]
 
 
@@ -432,6 +511,9 @@ _NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over
                            r"per\s{1,3}second|/s)\W{0,3}$", re.I)
 
 
+_ZH_SMALL = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
+
+
 def _value(kind, match: re.Match, text: str):
     """The fact's value a match means, or None when it means none."""
     if kind == "seq":
@@ -453,6 +535,16 @@ def _value(kind, match: re.Match, text: str):
         number, unit = (g for g in match.groups() if g)
         gib = float(number) * (1024 if unit.lower().startswith("t") else 1)
         return gib if 1 <= gib <= 65536 else None
+    if kind == "image_side":
+        groups = [g for g in match.groups() if g]
+        sides = {int(g) for g in groups}
+        return sides.pop() if len(sides) == 1 and 16 <= min(sides) <= 16384 else None
+    if kind == "small_count":
+        word = next(g for g in match.groups() if g)
+        number = int(word) if word.isdigit() else _ZH_SMALL.get(word)
+        return number if number and number <= 512 else None
+    if kind == "named_optimizer":
+        return next(g for g in match.groups() if g).lower()
     if kind == "share":
         value = float(match.group(1))
         return value if 0 < value <= 1 else None
