@@ -1130,3 +1130,18 @@ def test_training_gpus_are_read_beside_a_vllm_server_on_other_gpus():
 ])
 def test_peft_kbit_preparation_is_read_where_it_is_called(text, upcast):
     assert observed(text).get("train.kbit_upcast") is upcast
+
+
+@pytest.mark.parametrize("text, strategy", [
+    ("deepspeed 也关了，还是 OOM", None),
+    ("我把 deepspeed 关掉了，单卡跑", None),
+    ("I turned DeepSpeed off and it still fails", None),
+    ("DeepSpeed disabled, plain DDP now", "ddp"),
+    ("fsdp off, now ddp", "ddp"),
+    # switched on, or a word that only starts like "off"
+    ("DeepSpeed is on, ZeRO-2", "deepspeed"),
+    ("deepspeed offload to cpu", "deepspeed"),
+])
+def test_a_strategy_switched_off_is_not_the_strategy(text, strategy):
+    read = {o.name: o.value for o in observe(text, knowledge.default())}
+    assert read.get("dist.strategy") == strategy

@@ -342,8 +342,14 @@ def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
     return fact == "train.batch_size" and bool(_EVAL_BEFORE.search(text[max(0, match.start() - 32):match.start()]))
 
 
+# ... or a switching-off right after it: "deepspeed 也关了", "DeepSpeed disabled", "turned DeepSpeed off".
+_DENIED_AFTER = re.compile(r"\s{0,3}(?:也|都|已经|已|就)?\s{0,2}(?:关了|关掉|关闭|去掉|禁用|停用|不开|没开)|"
+                           r"\s{0,3}(?:is\s{1,3}|was\s{1,3}|got\s{1,3})?(?:off|disabled|removed|turned\s{1,3}off)\b", _I)
+
+
 def _denied(fact: str, match: re.Match, text: str) -> bool:
-    return fact in DENIABLE and bool(_DENIED.search(text[max(0, match.start() - 16):match.start()]))
+    return fact in DENIABLE and bool(_DENIED.search(text[max(0, match.start() - 16):match.start()])
+                                     or _DENIED_AFTER.match(text, match.end(), match.end() + 24))
 
 
 # Facts whose words also make up the names of folders and checkpoints: "Colab/SD_LoRA/train.py",
