@@ -1145,3 +1145,11 @@ def test_peft_kbit_preparation_is_read_where_it_is_called(text, upcast):
 def test_a_strategy_switched_off_is_not_the_strategy(text, strategy):
     read = {o.name: o.value for o in observe(text, knowledge.default())}
     assert read.get("dist.strategy") == strategy
+
+
+def test_backward_in_prose_is_not_the_backward_pass():
+    kb = knowledge.default()
+    prose = "the tokenizer runs in backward compatibility mode; then CUDA out of memory"
+    assert "phase" not in {o.name for o in observe(prose, kb)}
+    frame = 'File "/x/torch/_tensor.py", line 521, in backward\n    torch.autograd.backward(\ntorch.OutOfMemoryError: CUDA out of memory.'
+    assert {o.name: o.value for o in observe(frame, kb)}["phase"] == "backward"
