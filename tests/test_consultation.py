@@ -248,6 +248,8 @@ def test_a_failure_in_the_optimizer_step_is_judged_at_that_moment(text):
     assert first["failed_moment_after_gib"] <= capacity and first["fits_after"] is True
     assert first["estimate_after_gib"] > capacity
     assert "so the forward and backward passes fitted" in reply["text"] or "说明前向和反向传播都放得下" in reply["text"]
+    # No card or batch searched against the activation peak the failure contradicts.
+    assert reply["estimate"]["smallest_gpu"] is None and reply["estimate"]["max_batch_size"] is None
 
 
 def test_qlora_weights_over_the_card_say_so_and_rank_what_can_fit():

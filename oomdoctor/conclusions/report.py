@@ -41,6 +41,10 @@ def estimate_dict(estimation, capacity: float | None, failed: str | None = None)
         "derivation": [],       # worded in the reader's language by say_estimate
     }
     out.update(limits(estimation))
+    if moment in prescription.AFTER_BACKWARD and estimation.result.fits is False:
+        # A failure after backward says the step's activation peak fitted: inverse figures searched against that
+        # peak (the card it needs, the batch or length it allows) would repeat what the failure contradicts.
+        out.update(smallest_gpu=None, max_batch_size=None, max_seq_len=None)
     return out
 
 
