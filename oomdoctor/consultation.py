@@ -18,6 +18,9 @@ from .render import text as render_text
 
 # Facts the estimator and rules derive are recomputed every turn, never stored.
 STORED_SOURCES = ("extractor", "answer", "default")
+# A reply after a report is read as a late answer only when it is as short as an answer ("没开", "4096 tokens");
+# a longer message is a new paste, read by the extractors alone.
+LATE_ANSWER_CHARS = 60
 
 
 @dataclass
@@ -28,15 +31,17 @@ class State:
     pending: str | None = None
     lang: str | None = None
     turns: int = 0
+    # Questions the last report offered to sharpen its estimate (not asked: the answer did not need them).
+    offered: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"facts": self.facts, "unknown": self.unknown, "asked": self.asked, "pending": self.pending,
-                "lang": self.lang, "turns": self.turns}
+                "lang": self.lang, "turns": self.turns, "offered": self.offered}
 
     @classmethod
     def from_dict(cls, raw: dict) -> "State":
         return cls(list(raw.get("facts", [])), list(raw.get("unknown", [])), list(raw.get("asked", [])),
-                   raw.get("pending"), raw.get("lang"), int(raw.get("turns", 0)))
+                   raw.get("pending"), raw.get("lang"), int(raw.get("turns", 0)), list(raw.get("offered", [])))
 
     def memory(self, kb: KnowledgeBase | None = None) -> WorkingMemory:
         memory = WorkingMemory()
@@ -93,13 +98,18 @@ class Consultant:
         state.pending = None
         source_kind = "answer" if pending else "extractor"
         reading = answers.read(pending, message, kb, self.skip_words) if pending is not None else None
+        late_fact = None
         answered = (reading.fact or pending.fact) if reading is not None and reading.value is not None else None
         if answered is not None and admissible(answered, reading.value, kb):
             memory.assert_fact(answered, reading.value, Provenance("answer", pending.id, message.strip()[:80]))
+        elif pending is None and (late := self._late_answer(state, message, memory)) is not None:
+            question, value = late
+            memory.assert_fact(question.fact, value, Provenance("answer", question.id, message.strip()[:80]))
+            late_fact = question.fact
         # The answer is read whole: the asked fact and everything else it states. What it mentions in passing
         # adds facts but does not rewrite known ones ("A100" answering "how many GPUs?" is not a new card).
         for obs in observe(message, kb):
-            if obs.name == answered:
+            if obs.name in (answered, late_fact):
                 continue
             if pending is not None and obs.name != pending.fact and obs.name in memory:
                 continue
@@ -122,16 +132,40 @@ class Consultant:
             question = questioning.choose(evaluation.result, kb, state.asked, state.unknown,
                                           lambda fact, value: self._lead_with(memory, fact, value),
                                           self._lead(evaluation), held)
+        state.offered = []
         if question is None and "setup" in held:
             offered = questioning.deferred(evaluation.result, kb, state.asked, state.unknown)
             if offered:
                 notes.append("offer:" + ",".join(offered))
+                state.offered = offered
         if question is not None:
             state.pending = question.id
             state.asked.append(question.id)
         reply = report.build(kb, evaluation, state.unknown, question, state.lang, notes)
         reply["text"] = render_text.render(reply, kb)
         return state, reply
+
+    def _late_answer(self, state: State, message: str, memory: WorkingMemory) -> tuple[Question, Any] | None:
+        """A short reply after a report, read as the answer to a question it left open: one the user skipped,
+        or one the report offered. Only when exactly one of them reads a value from it: "没开" after one
+        skipped yes/no question is its answer; "no" beside two offered yes/no questions answers neither."""
+        text = message.strip()
+        if not text or "\n" in text or len(text) > LATE_ANSWER_CHARS:
+            return None
+        open_ids = [qid for qid in reversed(state.asked)
+                    if (q := self.kb.questions.get(qid)) is not None and q.fact in state.unknown]
+        open_ids += [qid for qid in state.offered if qid not in open_ids]
+        readings: dict[str, tuple[Question, Any]] = {}
+        for qid in open_ids:
+            question = self.kb.questions.get(qid)
+            if question is None or question.fact in memory or question.fact in readings:
+                continue
+            reading = answers.read(question, text, self.kb, self.skip_words)
+            if reading.value is None or reading.skipped or (reading.fact or question.fact) != question.fact:
+                continue
+            if admissible(question.fact, reading.value, self.kb):
+                readings[question.fact] = (question, reading.value)
+        return next(iter(readings.values())) if len(readings) == 1 else None
 
     def _ask_again(self, pending: Question, evaluation: "Evaluation", state: State, notes: list[str],
                    allow_questions: bool) -> Question | None:
