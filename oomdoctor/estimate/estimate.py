@@ -39,7 +39,7 @@ from .offload import offloaded
 from .optimizer import has_master, optimizer_states
 from .objectives import DEFAULT_BETA
 from .rollout import TRL_COMPLETION, generates, lengths, rollout
-from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
+from .overhead import ALLOCATOR_RESERVE, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB, SIDE_STREAM_RESERVE
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
 from .trainable import trainable
@@ -80,6 +80,9 @@ class Estimate:
     # tokens follow the resolution (so the image count and size change the answer).
     vision_trains: bool = False
     image_tokens_vary: bool = False
+    # ZeRO-3 / FSDP: the per-layer buffers gathered and reduce-scattered on a side stream (GiB), which the
+    # allocator's reserve follows beyond its share of the allocated peak (see ``overhead``)
+    side_stream_gib: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -284,10 +287,11 @@ def estimate(setup: Setup) -> Estimate:
     # paged optimizer states live in CUDA unified memory, outside torch's allocator (see ``optimizer``)
     paged = O * opt.paged / (opt.states + opt.master) if opt.paged else 0.0
     allocated = peak.total - (paged if peak.parts.get("optimizer") else 0.0)
-    reserve_share = reserve_fraction(setup)
+    reserve_share = ALLOCATOR_RESERVE
     # vLLM sizes its own pool to its share of the card: no fragmentation reserve on top of it
     pooled = peak.parts.get("rollouts", 0.0) if setup.vllm == "colocate" else 0.0
-    reserve = (allocated - pooled) * reserve_share
+    side_reserve = SIDE_STREAM_RESERVE * g.side_stream / split
+    reserve = (allocated - pooled) * reserve_share + side_reserve
     context = CUDA_CONTEXT_GIB * GIB
     resident_paged = paged if peak.parts.get("optimizer") else 0.0
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
@@ -306,7 +310,9 @@ def estimate(setup: Setup) -> Estimate:
     derivation.append(line("estimate.peak", moment=text("moment." + peak.name.replace(" ", "_")), parts=[
         line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
     derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
-                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"],
+                           side=line("estimate.overhead_side_stream", copies=SIDE_STREAM_RESERVE,
+                                     buffers=g.side_stream / split / GIB) if side_reserve else ""))
     if resident_paged:
         derivation.append(line("optimizer.paged", gib=resident_paged / GIB))
     derivation.append(host[1])
@@ -329,15 +335,14 @@ def estimate(setup: Setup) -> Estimate:
         vision_trains=_vision_trains(setup),
         image_tokens_vary=bool(getattr(getattr(shape, "vision", None), "merge", 1) > 1),
         eval_steps_held=ev.steps_held if ev is not None else None,
+        side_stream_gib=g.side_stream / split / GIB,
     )
 
 
-def reserve_fraction(setup: Setup) -> float:
-    """The caching allocator's reserve beyond the allocated peak (see ``overhead``): larger when layers are
-    gathered and gradients reduce-scattered on a side stream."""
-    sharded = setup.num_gpus > 1 and (setup.strategy == "fsdp" or (setup.strategy == "deepspeed"
-                                                                   and setup.zero_stage == 3))
-    return ALLOCATOR_RESERVE_SHARDED if sharded else ALLOCATOR_RESERVE
+def _side_streams(setup: Setup) -> bool:
+    """Layers gathered and gradients reduce-scattered per layer on a side stream (ZeRO-3, FSDP on 2+ GPUs)."""
+    return setup.num_gpus > 1 and (setup.strategy == "fsdp" or (setup.strategy == "deepspeed"
+                                                               and setup.zero_stage == 3))
 
 
 def _quantised_sharding(setup: Setup, shape: Any) -> dict[str, float]:
@@ -403,7 +408,8 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
     """What the figures take for granted beyond the stated set-up; the report words each in the user's
     language (``knowledge/texts.yaml``, keys ``assume.*``)."""
     out = [Assumed("cuda_context", {"gib": CUDA_CONTEXT_GIB}),
-           Assumed("reserve", {"share": f"{reserve_fraction(setup):.0%}"}),
+           Assumed("reserve", {"share": f"{ALLOCATOR_RESERVE:.0%}"}),
+           *([Assumed("reserve_side_stream", {"copies": f"{SIDE_STREAM_RESERVE:g}"})] if _side_streams(setup) else []),
            Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len})]
     if setup.loss == "full":
         out.append(Assumed("full_vocab_loss"))

@@ -82,6 +82,10 @@ class PerGpu:
     step_extra: float       # during the optimizer step only
     host: float             # pinned host memory of offloaded states (all ranks together)
     lines: tuple[Line, ...]
+    # Buffers allocated and freed every layer on a side stream (ZeRO-3 / FSDP): the two gathered layers and one
+    # layer's gradients on their way to the reduce-scatter.  What the caching allocator reserves for them beyond
+    # the allocated peak is ``overhead.SIDE_STREAM_RESERVE`` times these bytes.
+    side_stream: float = 0.0
 
 
 def zero_model_states(psi: float, n: int, stage: int, k: float = 12, weight_bytes: float = 2,
@@ -147,10 +151,11 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Lin
             host += (m.weights + m.frozen_copies - m.replicated) * DS_BUFFER_FACTOR
         lines.append(line("sharding.offload_param", to=setup.offload_param))
         weights = m.replicated
+    side = gathered + buffers if stage == 3 else 0.0
     if fp32_grads:
         lines.append(line("sharding.fp32_grads", count=count(m.trainable_params),
                           shard=f" / {shard}" if shard > 1 else "", gib=fp32_grads / GIB))
-    return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines))
+    return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines), side)
 
 
 def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Line]) -> PerGpu:
@@ -172,8 +177,11 @@ def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Line]) -
         host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
         lines.append(line("sharding.fsdp_offload", gib=host / GIB))
         # quantisation constants are module attributes, not parameters: CPUOffload leaves them on the GPU
-        return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines))
-    return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines))
+        return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines),
+                      gathered - root + unit_grads)
+    # the root is gathered once and freed once a step, the same blocks each time: not churned with the layers
+    return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines),
+                  gathered - root + unit_grads)
 
 
 def _layer_grads(m: ModelStates) -> float:
