@@ -73,3 +73,13 @@ def test_whatif_ranks_zero3_above_zero2_where_activations_dominate():
     found = search(setup, pick, max_combination=1)
     after = {o.remedies[0]: o.per_gpu_gib for o in found.options}
     assert after["zero3"] < after["zero2"] < found.baseline.per_gpu_gib
+
+
+def test_each_moment_carries_the_same_side_stream_reserve():
+    """A moment as nvidia-smi would see it: 10 % of what is allocated then, plus the side streams' reserve, which
+    does not shrink between moments; the peak moment gives the per-GPU figure."""
+    z2, z3 = _pair("llama-3-8b", "lora", 4, 4096, 4, True)
+    assert z3.at(z3.peak_moment) == pytest.approx(z3.per_gpu_gib)
+    for moment, allocated in z3.moments.items():
+        expected = allocated * (1 + ALLOCATOR_RESERVE) + SIDE_STREAM_RESERVE * z3.side_stream_gib + CUDA_CONTEXT_GIB
+        assert z3.at(moment) == pytest.approx(expected), moment

@@ -101,8 +101,10 @@ class Estimate:
         allocated = self.moments.get(moment)
         if allocated is None:
             return None
-        return allocated * (self.reserved_gib / self.allocated_gib if self.allocated_gib else 1.0) + (
-            self.per_gpu_gib - self.reserved_gib)
+        # the side streams' reserve is the same at every moment; the rest follows what is allocated
+        side = SIDE_STREAM_RESERVE * self.side_stream_gib
+        share = (self.reserved_gib - side) / self.allocated_gib if self.allocated_gib else 1.0
+        return allocated * share + side + (self.per_gpu_gib - self.reserved_gib)
 
 
 @dataclass(frozen=True)
