@@ -50,7 +50,7 @@ INPUTS = {
     "generation_batch_size": "rl.generation_batch_size", "max_prompt_length": "rl.prompt_len",
     "vllm": "rl.vllm", "vllm_gpu_memory_utilization": "rl.vllm_memory_share", "vllm_sleep": "rl.vllm_sleep",
     "beta": "rl.beta", "precompute_ref_log_probs": "rl.precompute_ref", "reward_model": "rl.reward_model",
-    "fp8": "train.fp8", "kbit_upcast": "train.kbit_upcast",
+    "fp8": "train.fp8", "kbit_upcast": "train.kbit_upcast", "fsdp_mixed_units": "dist.fsdp_mixed_units",
 }
 
 

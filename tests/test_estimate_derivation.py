@@ -28,6 +28,8 @@ SETUPS = {
     "lora": dict(method="lora"),
     "lora no module": dict(method="lora", lora_targets=("c_attn",)),
     "qlora fsdp": dict(method="qlora", load_dtype="nf4", num_gpus=2, strategy="fsdp"),
+    "lora fsdp, units mixing frozen weights and adapters": dict(method="lora", num_gpus=2, strategy="fsdp",
+                                                               fsdp_mixed_units=True),
     "qlora fsdp offload": dict(method="qlora", load_dtype="nf4", num_gpus=2, strategy="fsdp", offload_param="cpu",
                                offload_optimizer="cpu"),
     "nf4 single quant": dict(method="qlora", load_dtype="nf4", double_quant=False, grad_checkpointing=True),

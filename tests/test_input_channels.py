@@ -31,7 +31,8 @@ KB = knowledge.default()
 SPECS = {spec.name: spec for spec in describe(KB)}
 
 # Set-ups the inputs are tried in: between them every moment of the step is priced (one card and many,
-# LoRA and full, evaluation, RL rollouts with the trainer's generate and with a colocated vLLM, DPO).
+# LoRA and full, evaluation, RL rollouts with the trainer's generate and with a colocated vLLM, DPO, LoRA
+# under FSDP).
 CONTEXTS: dict[str, dict[str, Any]] = {
     "lora, one card": {"model": "llama-3-8b", "gpu": "a100-80gb", "method": "lora", "seq_len": 4096, "batch_size": 2},
     "full, fsdp on 8 cards": {"model": "llama-3-8b", "gpu": "h100-80gb", "method": "full", "num_gpus": 8,
@@ -49,6 +50,8 @@ CONTEXTS: dict[str, dict[str, Any]] = {
     "lora, evaluation generates": {"model": "llama-3-8b", "gpu": "a100-80gb", "method": "lora",
                                    "predict_with_generate": True, "max_new_tokens": 64, "eval_samples": 64},
     "a model by its size": {"params_b": 7.0, "gpu": "rtx-4090", "method": "qlora", "host_ram_gib": 32.0},
+    "lora, fsdp on 2 cards": {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "method": "lora", "num_gpus": 2,
+                              "strategy": "fsdp", "seq_len": 4096, "batch_size": 2, "grad_checkpointing": True},
 }
 # Values tried for an input, by its fact's type (an enum tries each of its values).
 TRIED = {"boolean": (True, False), "integer": (1, 2, 8), "number": (0.0, 0.5, 0.9),

@@ -76,23 +76,12 @@ def published() -> tuple[str, str]:
 
 
 def reserve() -> str:
-    from oomdoctor.estimate.overhead import CUDA_CONTEXT_GIB
-    by: dict[str, dict] = {}
-    for row in compare_published.load_rows():
-        by.setdefault(row["id"].removesuffix("-smi").removesuffix("-alloc"), {})[row["measured"]] = row
-    out = ["| run | strategy | allocated GiB | second figure | reserve beyond allocated |", "|---|---|---|---|---|"]
-    for key, pair in by.items():
-        if "allocated" not in pair or not ({"nvidia-smi", "reserved"} & set(pair)):
-            continue
-        alloc = compare_published.measured_gib(pair["allocated"])
-        if "nvidia-smi" in pair:
-            other = compare_published.measured_gib(pair["nvidia-smi"])
-            ratio, what = (other - CUDA_CONTEXT_GIB) / alloc - 1, f"nvidia-smi {other:.2f} GiB"
-        else:
-            other = compare_published.measured_gib(pair["reserved"])
-            ratio, what = other / alloc - 1, f"reserved {other:.2f} GiB"
-        out.append(f"| {key} | {pair['allocated']['setup'].get('strategy', 'single')} | {alloc:.2f} | {what} | "
-                   f"{100 * ratio:.1f}% |")
+    import reserve_fit
+    out = ["| run | strategy | allocated GiB | second figure | reserve beyond allocated | side-stream buffers GiB |",
+           "|---|---|---|---|---|---|"]
+    for p in reserve_fit.pairs():
+        out.append(f"| {p['run']} | {p['strategy']} | {p['allocated']:.2f} | {p['second']} | "
+                   f"{100 * p['reserve'] / p['allocated']:.1f}% | {p['side_stream']:.2f} |")
     return "\n".join(out)
 
 

@@ -122,6 +122,11 @@ class Context:
     wrapped: Wrapped = Wrapped()    # LoRA on fused expert weights (peft ParamWrapper; see ``experts``)
     mlp_out: int = 0                # dtype of the dense MLP's gate/up/SiLU outputs and product (0: ``p``)
     expert_out: int = 0             # the same for the routed experts (0: ``p``)
+    # FSDP units mixing frozen weights and adapters (``Setup.mixes_units``): every weight of a layer is a view of
+    # a flat parameter that requires grad, so the layers keep what full fine-tuning keeps; bitsandbytes' 4-bit
+    # matmul still saves no input for its weight (``MatMul4Bit.forward`` keeps only the packed weight).
+    frozen_grads: bool = False
+    quantized_linears: bool = False
 
     @property
     def mlp_p(self) -> int:
@@ -133,7 +138,12 @@ class Context:
 
     @property
     def full_layers(self) -> bool:
-        return self.method in ("full", "freeze")
+        return self.method in ("full", "freeze") or self.frozen_grads
+
+    @property
+    def linears_train(self) -> bool:
+        """The frozen linear weights need a gradient, so each keeps its input."""
+        return self.full_layers and not (self.frozen_grads and self.quantized_linears)
 
 
 def compute_dtypes(setup: Setup) -> tuple[int, int, bool]:
@@ -158,7 +168,7 @@ def context(setup: Setup) -> Context:
     targets, _ = anatomy.resolve_targets(setup.model, setup.lora_targets) if setup.adapters else (set(), [])
     trained = d.layers if setup.method != "freeze" else min(setup.freeze_trainable_layers, d.layers)
     blocks = tuple(anatomy.blocks(setup.model))
-    router_trainable = setup.method in ("full", "freeze") or any(
+    router_trainable = setup.method in ("full", "freeze") or setup.mixes_units or any(
         b.role == anatomy.ROUTER and b.name in targets for b in blocks)
     # An unpacked batch of several rows carries padding, so transformers builds a 4-D mask; with none
     # (one row, or packing) SDPA runs causal and grouped-query attention without repeat_kv.
@@ -185,6 +195,7 @@ def context(setup: Setup) -> Context:
         compiled=setup.compiled,
         fused_head=setup.loss in ("fused_linear", "cce"), wrapped=wrapped(setup),
         mlp_out=quantized_output(setup, pr, expert=False), expert_out=quantized_output(setup, pr, expert=True),
+        frozen_grads=setup.mixes_units, quantized_linears=setup.quantized,
     )
 
 
@@ -213,7 +224,7 @@ def _consumers(ctx: Context, role: str, expert: bool) -> list[tuple[str, bool, b
     """(name, weight trains, carries LoRA, instances per layer per token-copy) reading one tensor."""
     # A ParamWrapper makes the expert (or router) weight itself need a gradient: its input is kept as if it trained.
     wrapped = (expert and ctx.wrapped.experts) or (role == anatomy.ROUTER and ctx.wrapped.router)
-    return [(b.name, ctx.full_layers or wrapped, b.name in ctx.targets, 1.0)
+    return [(b.name, ctx.linears_train or wrapped, b.name in ctx.targets, 1.0)
             for b in ctx.blocks if b.role == role and b.expert == expert]
 
 
@@ -413,8 +424,9 @@ def model_items(ctx: Context, seq_len: int, rows: int = 1, checkpointing: bool =
     copy of the mask is then made inside the recomputed layer instead.
     """
     d = ctx.d
-    # the final norm is outside the compiled decoder layers (torchtune compiles layer by layer)
-    items = _norm(replace(ctx, compiled=False), "final norm", d.hidden)
+    # the final norm is outside the compiled decoder layers (torchtune compiles layer by layer), and in FSDP's
+    # root unit, whose weights stay frozen when the layers' units mix frozen weights and adapters
+    items = _norm(replace(ctx, compiled=False, frozen_grads=False), "final norm", d.hidden)
     lm_head_trains = ctx.method == "full" and not ctx.fused_head
     if lm_head_trains:
         items += input_saves(ctx, "head", "final norm output", d.hidden, ctx.pr, [("lm_head", True, False, 1.0)])
@@ -486,7 +498,7 @@ def activations(setup: Setup, rows: int) -> Activations:
         # plus the tensor that is alive when torch's early stop ends the recomputation: the MLP product when
         # down_proj keeps nothing, else down_proj's output.
         mlp_width = d.moe_intermediate * d.experts_active if d.experts else d.intermediate
-        down_saves = any(b.role == anatomy.MLP_OUT and (ctx.full_layers or b.name in ctx.targets)
+        down_saves = any(b.role == anatomy.MLP_OUT and (ctx.linears_train or b.name in ctx.targets)
                          for b in ctx.blocks)
         tail_p = ctx.expert_p if d.experts else ctx.mlp_p       # a quantised down_proj returns its input's dtype
         tail = tail_p * (d.hidden if down_saves else mlp_width)

@@ -39,7 +39,7 @@ from .offload import offloaded
 from .optimizer import has_master, optimizer_states
 from .objectives import DEFAULT_BETA
 from .rollout import TRL_COMPLETION, generates, lengths, rollout
-from .overhead import ALLOCATOR_RESERVE, ALLOCATOR_RESERVE_SHARDED, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB
+from .overhead import ALLOCATOR_RESERVE, CUDA_CONTEXT_GIB, HOST_PROCESS_GIB, SIDE_STREAM_RESERVE
 from .setup import Setup
 from .sharding import ModelStates, per_gpu
 from .trainable import trainable
@@ -80,6 +80,12 @@ class Estimate:
     # tokens follow the resolution (so the image count and size change the answer).
     vision_trains: bool = False
     image_tokens_vary: bool = False
+    # ZeRO-3 / FSDP: the per-layer buffers gathered and reduce-scattered on a side stream (GiB), which the
+    # allocator's reserve follows beyond its share of the allocated peak (see ``overhead``)
+    side_stream_gib: float = 0.0
+    # LoRA/QLoRA under FSDP with the wrapping unknown: what units mixing frozen weights and adapters would add per
+    # GPU (see ``sharding``); None where it does not apply or the wrapping is stated
+    mixed_units_extra_gib: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,8 +101,10 @@ class Estimate:
         allocated = self.moments.get(moment)
         if allocated is None:
             return None
-        return allocated * (self.reserved_gib / self.allocated_gib if self.allocated_gib else 1.0) + (
-            self.per_gpu_gib - self.reserved_gib)
+        # the side streams' reserve is the same at every moment; the rest follows what is allocated
+        side = SIDE_STREAM_RESERVE * self.side_stream_gib
+        share = (self.reserved_gib - side) / self.allocated_gib if self.allocated_gib else 1.0
+        return allocated * share + side + (self.per_gpu_gib - self.reserved_gib)
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,8 @@ def estimate(setup: Setup) -> Estimate:
         master=opt.master * k, workspace=opt.step_workspace, frozen_copies=obj.frozen_copies * base_copy,
         trainable_params=tr.params * k, layer_params=anatomy.layer_params(shape),
         total_params=anatomy.total_params(shape), hidden=d.hidden, half=2 if p == 2 else 4,
-        root_bytes=anatomy.root_params(shape) * (2 if p == 2 else 4) * k, **_quantised_sharding(setup, shape))
+        root_bytes=anatomy.root_params(shape) * (2 if p == 2 else 4) * k, mixed_units=_mixed_units(setup, shape) * k,
+        **_quantised_sharding(setup, shape))
     g = per_gpu(setup, states)
 
     split = setup.num_gpus if setup.strategy == "model_parallel" else 1
@@ -284,10 +293,11 @@ def estimate(setup: Setup) -> Estimate:
     # paged optimizer states live in CUDA unified memory, outside torch's allocator (see ``optimizer``)
     paged = O * opt.paged / (opt.states + opt.master) if opt.paged else 0.0
     allocated = peak.total - (paged if peak.parts.get("optimizer") else 0.0)
-    reserve_share = reserve_fraction(setup)
+    reserve_share = ALLOCATOR_RESERVE
     # vLLM sizes its own pool to its share of the card: no fragmentation reserve on top of it
     pooled = peak.parts.get("rollouts", 0.0) if setup.vllm == "colocate" else 0.0
-    reserve = (allocated - pooled) * reserve_share
+    side_reserve = SIDE_STREAM_RESERVE * g.side_stream / split
+    reserve = (allocated - pooled) * reserve_share + side_reserve
     context = CUDA_CONTEXT_GIB * GIB
     resident_paged = paged if peak.parts.get("optimizer") else 0.0
     breakdown = {c: peak.parts.get(c, 0.0) / GIB for c in COMPONENTS[:-1]}
@@ -306,10 +316,15 @@ def estimate(setup: Setup) -> Estimate:
     derivation.append(line("estimate.peak", moment=text("moment." + peak.name.replace(" ", "_")), parts=[
         line("estimate.part", part=text("part." + c), gib=v) for c, v in breakdown.items() if c != "overhead" and v]))
     derivation.append(line("estimate.overhead", share=reserve_share, allocated=allocated / GIB,
-                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"]))
+                           context=CUDA_CONTEXT_GIB, gib=breakdown["overhead"],
+                           side=line("estimate.overhead_side_stream", copies=SIDE_STREAM_RESERVE,
+                                     buffers=g.side_stream / split / GIB) if side_reserve else ""))
     if resident_paged:
         derivation.append(line("optimizer.paged", gib=resident_paged / GIB))
     derivation.append(host[1])
+    mixed_extra = None
+    if setup.fsdp_mixed_units is None and setup.strategy == "fsdp" and setup.adapters:
+        mixed_extra = estimate(stated.replace(fsdp_mixed_units=True)).per_gpu_gib - per_gpu_gib
     fits = headroom = None
     if setup.gpu_memory_gib:
         headroom = setup.gpu_memory_gib - per_gpu_gib
@@ -319,7 +334,8 @@ def estimate(setup: Setup) -> Estimate:
         per_gpu_gib=per_gpu_gib, allocated_gib=allocated / GIB, reserved_gib=(allocated + reserve) / GIB,
         host_ram_gib=host[0] / GIB, breakdown=breakdown, peak_moment=peak.name,
         trainable_params=tr.params * k, total_params=anatomy.total_params(whole), fits=fits,
-        headroom_gib=headroom, limiter=limiter, derivation=derivation, assumptions=assumptions(setup, tr),
+        headroom_gib=headroom, limiter=limiter, derivation=derivation,
+        assumptions=assumptions(setup, tr, mixed_extra),
         moments={m.name: (m.total - (paged if m.parts.get("optimizer") else 0.0)) / GIB for m in moments},
         weights_gib=(g.weights / split) / GIB,
         layer_gib=anatomy.layer_params(whole) * base_float_bytes(setup) / GIB,
@@ -329,15 +345,26 @@ def estimate(setup: Setup) -> Estimate:
         vision_trains=_vision_trains(setup),
         image_tokens_vary=bool(getattr(getattr(shape, "vision", None), "merge", 1) > 1),
         eval_steps_held=ev.steps_held if ev is not None else None,
+        side_stream_gib=g.side_stream / split / GIB,
+        mixed_units_extra_gib=mixed_extra,
     )
 
 
-def reserve_fraction(setup: Setup) -> float:
-    """The caching allocator's reserve beyond the allocated peak (see ``overhead``): larger when layers are
-    gathered and gradients reduce-scattered on a side stream."""
-    sharded = setup.num_gpus > 1 and (setup.strategy == "fsdp" or (setup.strategy == "deepspeed"
-                                                                   and setup.zero_stage == 3))
-    return ALLOCATOR_RESERVE_SHARDED if sharded else ALLOCATOR_RESERVE
+def _side_streams(setup: Setup) -> bool:
+    """Layers gathered and gradients reduce-scattered per layer on a side stream (ZeRO-3, FSDP on 2+ GPUs)."""
+    return setup.num_gpus > 1 and (setup.strategy == "fsdp" or (setup.strategy == "deepspeed"
+                                                               and setup.zero_stage == 3))
+
+
+def _mixed_units(setup: Setup, shape: Any) -> float:
+    """The frozen decoder-layer weights as FSDP stores them (flat parameters of the stored dtype; quantised
+    layers as packed codes and 16-bit rest), which get gradients of the same size when units mix them with
+    adapters (see ``sharding``)."""
+    if not setup.mixes_units:
+        return 0.0
+    if setup.quantized:
+        return _quantised_sharding(setup, shape)["layer_bytes"] * shape.layers
+    return anatomy.layer_params(shape) * shape.layers * base_float_bytes(setup)
 
 
 def _quantised_sharding(setup: Setup, shape: Any) -> dict[str, float]:
@@ -399,11 +426,12 @@ def _vision_trains(setup: Setup) -> bool:
     return needs_grad(setup)
 
 
-def assumptions(setup: Setup, tr) -> list[Assumed]:
+def assumptions(setup: Setup, tr, mixed_extra: float | None = None) -> list[Assumed]:
     """What the figures take for granted beyond the stated set-up; the report words each in the user's
     language (``knowledge/texts.yaml``, keys ``assume.*``)."""
     out = [Assumed("cuda_context", {"gib": CUDA_CONTEXT_GIB}),
-           Assumed("reserve", {"share": f"{reserve_fraction(setup):.0%}"}),
+           Assumed("reserve", {"share": f"{ALLOCATOR_RESERVE:.0%}"}),
+           *([Assumed("reserve_side_stream", {"copies": f"{SIDE_STREAM_RESERVE:g}"})] if _side_streams(setup) else []),
            Assumed("padded_rows" if setup.packing else "padded_rows_unpacked", {"seq": setup.seq_len})]
     if setup.loss == "full":
         out.append(Assumed("full_vocab_loss"))
@@ -413,6 +441,8 @@ def assumptions(setup: Setup, tr) -> list[Assumed]:
         out.append(Assumed("lora_dropout", {"p": setup.lora_dropout}))
         if setup.adapter_fp32:
             out.append(Assumed("adapters_fp32"))
+        if mixed_extra is not None:
+            out.append(Assumed("fsdp_separate_units", {"gib": f"{mixed_extra:.2f}"}))
     if setup.quantized and setup.load_dtype in ("nf4", "fp4"):
         out.append(Assumed("nf4_double" if setup.double_quant else "nf4_single"))
         if not setup.kbit_fp32_upcast:

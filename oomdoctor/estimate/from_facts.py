@@ -354,4 +354,8 @@ def estimate_facts(est: Estimate) -> dict[str, Any]:
             facts["estimate.weights_share"] = round(est.weights_gib / est.gpu_memory_gib, 3)
         # Beyond the estimate's own error: a log that shows training steps completing then contradicts it.
         facts["estimate.training_exceeds_gpu"] = est.training_gib > (est.gpu_memory_gib or 0.0) * (1 + CLEAR_MARGIN)
+        if est.mixed_units_extra_gib is not None:
+            # whether FSDP's wrapping of the adapters decides the verdict (then it is worth asking)
+            facts["estimate.mixed_units_decide_fit"] = bool(est.fits) and est.mixed_units_extra_gib > (
+                est.headroom_gib or 0.0)
     return facts

@@ -110,6 +110,10 @@ class Setup:
     images_per_sample: int | None = None
     image_size: int | None = None
     freeze_vision: bool = False
+    # FSDP1 units holding frozen weights beside trainable adapters (decoder-layer wrapping without peft's policy,
+    # use_orig_params=True): their gradients are computed and kept (see ``sharding``).  None: not known, and
+    # assumed not, as the HF Trainer wraps peft models with peft's policy.
+    fsdp_mixed_units: bool | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("method", METHODS), ("load_dtype", LOAD_DTYPES), ("precision", PRECISIONS),
@@ -154,6 +158,11 @@ class Setup:
     @property
     def quantized(self) -> bool:
         return self.load_dtype in QUANTIZED
+
+    @property
+    def mixes_units(self) -> bool:
+        """Adapters trained under FSDP in units that also hold frozen weights, which then get gradients."""
+        return bool(self.fsdp_mixed_units) and self.strategy == "fsdp" and self.adapters
 
     def replace(self, **changes: Any) -> "Setup":
         return dataclasses.replace(self, **changes)

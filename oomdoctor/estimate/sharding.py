@@ -31,6 +31,31 @@ per NF4 weight, not at 16 bits; their quantisation constants (``quant_state``:
 absmax and the nested statistics, or LLM.int8's row scales) are module
 attributes, not parameters, so every rank keeps all of them.
 
+FSDP1 units that hold frozen weights beside trainable adapters
+(decoder-layer wrapping without peft's ``fsdp_auto_wrap_policy``, possible only
+with ``use_orig_params=True``: ``FlatParamHandle._validate_tensors_to_flatten``
+in ``torch/distributed/fsdp/_flat_param.py`` refuses mixed ``requires_grad``
+otherwise) give the frozen weights gradients: the unit's ``FlatParameter``
+requires grad when any of its parameters does (the same function ORs
+``requires_grad``; ``_reset_flat_param_grad_info_if_needed`` keeps it so), and
+in forward every original parameter, frozen or not, is a view of it
+(``_use_unsharded_views``), so autograd produces the whole unit's unsharded
+gradient (``prepare_gradient_for_backward``), which is reduce-scattered into a
+sharded gradient of the whole unit in the flat parameter's dtype and kept
+until ``zero_grad`` (``_use_sharded_grad_views`` only hides the frozen part
+from ``.grad``).  Per GPU that is the decoder layers' weights as stored,
+divided by N, on top of the adapters' own, and one unit's unsharded gradient
+while it is reduce-scattered.  A bitsandbytes 4-bit weight gets no gradient
+of its own (``MatMul4Bit.backward``), but its slot in the flat gradient is
+reduced and kept all the same.  Measured on CPU (``bench/accuracy/
+fsdp_probe.py --mixed-units``, two gloo ranks): rank 0 kept exactly half of
+the decoder layers' bytes.  FSDP2 (``fully_shard``) does not do this: each
+parameter is its own sharded DTensor that keeps its ``requires_grad``
+(``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``,
+``FSDPParam._init_sharded_param`` and ``init_unsharded_param``), and
+``FSDPParamGroup.post_backward`` (``_fsdp_param_group.py``) reduce-scatters
+only the parameters that received a gradient.
+
 DDP keeps a full replica and, with ``gradient_as_bucket_view=False`` (the
 default, as accelerate passes it), communication buckets holding a second copy
 of every gradient (torch DistributedDataParallel docs: the saving of
@@ -66,6 +91,8 @@ class ModelStates:
     layer_bytes: float | None = None    # one layer as gathered (quantised codes); default layer_params × half
     replicated: float = 0.0             # weight bytes every rank keeps whole (quantisation constants)
     root_bytes: float = 0.0             # FSDP's root unit (embeddings, final norm, lm_head) as gathered
+    mixed_units: float = 0.0            # frozen decoder-layer weights as stored, when FSDP units mix them with
+                                        # adapters: they get gradients of the same size
 
     @property
     def gathered_layer(self) -> float:
@@ -82,6 +109,10 @@ class PerGpu:
     step_extra: float       # during the optimizer step only
     host: float             # pinned host memory of offloaded states (all ranks together)
     lines: tuple[Line, ...]
+    # Buffers allocated and freed every layer on a side stream (ZeRO-3 / FSDP): the two gathered layers and one
+    # layer's gradients on their way to the reduce-scatter.  What the caching allocator reserves for them beyond
+    # the allocated peak is ``overhead.SIDE_STREAM_RESERVE`` times these bytes.
+    side_stream: float = 0.0
 
 
 def zero_model_states(psi: float, n: int, stage: int, k: float = 12, weight_bytes: float = 2,
@@ -147,33 +178,40 @@ def _deepspeed(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Lin
             host += (m.weights + m.frozen_copies - m.replicated) * DS_BUFFER_FACTOR
         lines.append(line("sharding.offload_param", to=setup.offload_param))
         weights = m.replicated
+    side = gathered + buffers if stage == 3 else 0.0
     if fp32_grads:
         lines.append(line("sharding.fp32_grads", count=count(m.trainable_params),
                           shard=f" / {shard}" if shard > 1 else "", gib=fp32_grads / GIB))
-    return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines))
+    return PerGpu(weights, gathered, grads, buffers, optimizer, workspace + fp32_grads, host, tuple(lines), side)
 
 
 def _fsdp(setup: Setup, m: ModelStates, n: int, opt: float, lines: list[Line]) -> PerGpu:
     weights = (m.weights + m.frozen_copies - m.replicated) / n + m.replicated
+    grads = m.grads + m.mixed_units
+    if m.mixed_units:
+        lines.append(line("sharding.fsdp_mixed_units", n=n, gib=m.mixed_units / n / GIB))
     if n == 1 and setup.offload_param == "none" and setup.offload_optimizer == "none":
         # One rank: FSDP switches to NO_SHARD and gathers nothing; only MixedPrecision's half copy of a fp32
         # unit exists while the unit computes (freed at its reshard), the current one and the prefetched one.
         cast = 2 * m.layer_params * m.half if setup.load_dtype == "fp32" and m.half == 2 else 0.0
         lines.append(line("sharding.fsdp_one_gpu", cast=line("sharding.fsdp_cast", gib=cast / GIB) if cast else ""))
-        return PerGpu(weights, cast, m.grads, 0.0, opt, m.workspace, 0.0, tuple(lines))
+        return PerGpu(weights, cast, grads, 0.0, opt, m.workspace, 0.0, tuple(lines))
     # The root unit is not resharded after forward (torch.distributed.fsdp._runtime_utils._post_forward_reshard:
     # "Do not free the root's parameters in the post-forward"), so it stays whole until backward is over.
     root = m.root_bytes
     gathered = 2 * m.gathered_layer + root
-    unit_grads = _layer_grads(m)
+    # a mixed unit's unsharded gradient is the whole unit, in the dtype it was gathered in
+    unit_grads = max(_layer_grads(m), m.gathered_layer if m.mixed_units else 0.0)
     lines.append(line("sharding.fsdp", n=n, gib=2 * m.gathered_layer / GIB,
                       root=line("sharding.fsdp_root", gib=root / GIB) if root else ""))
+    # the root is gathered once and freed once a step, the same blocks each time: not churned with the layers
+    side = gathered - root + unit_grads
     if setup.offload_param != "none" or setup.offload_optimizer != "none":
-        host = m.weights + m.frozen_copies + m.grads + opt + m.workspace
+        host = m.weights + m.frozen_copies + grads + opt + m.workspace
         lines.append(line("sharding.fsdp_offload", gib=host / GIB))
         # quantisation constants are module attributes, not parameters: CPUOffload leaves them on the GPU
-        return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines))
-    return PerGpu(weights, gathered, m.grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines))
+        return PerGpu(m.replicated, gathered, 0.0, unit_grads, 0.0, 0.0, host - m.replicated, tuple(lines), side)
+    return PerGpu(weights, gathered, grads / n, unit_grads, opt / n, m.workspace / n, 0.0, tuple(lines), side)
 
 
 def _layer_grads(m: ModelStates) -> float:

@@ -67,6 +67,7 @@ FIELDS: dict[str, str] = {
     "train.images_per_sample": "images_per_sample",
     "train.image_size": "image_size",
     "train.kbit_upcast": "kbit_fp32_upcast",
+    "dist.fsdp_mixed_units": "fsdp_mixed_units",
 }
 OPS = ("set", "multiply", "cap")
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_.]{0,60})\}")
