@@ -68,6 +68,10 @@ ARCH_KEYS = frozenset({
     # the vision encoder
     "cross_attention_layers", "num_global_layers", "attention_heads", "vision_output_dim", "max_num_tiles",
     "supported_aspect_ratios",
+    # Gemma 3n: per-layer embeddings, AltUp, LAuReL, KV-sharing layers, the top-k sparsity of the first layers'
+    # feed-forward; its towers (the timm architecture of the vision encoder, the audio encoder)
+    "vocab_size_per_layer_input", "hidden_size_per_layer_input", "altup_num_inputs", "laurel_rank",
+    "num_kv_shared_layers", "activation_sparsity_pattern", "audio_config", "architecture",
 })
 # What of quantization_config matters: how the published weights are stored.
 QUANT_KEYS = frozenset({"quant_method"})
@@ -82,7 +86,7 @@ def architecture(config: dict[str, Any]) -> dict[str, Any]:
     for key, value in config.items():
         if key not in ARCH_KEYS:
             continue
-        if key in ("text_config", "vision_config") and isinstance(value, dict):
+        if key in ("text_config", "vision_config", "audio_config") and isinstance(value, dict):
             value = architecture(value)
         elif key == "quantization_config" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k in QUANT_KEYS}

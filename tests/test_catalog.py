@@ -396,6 +396,21 @@ def test_llama_3_2_vision_counts_its_cross_attention_layers_and_tiled_encoder():
     assert resolve_model("Llama-3.2-90B-Vision-Instruct")[0] is None
 
 
+def test_gemma_3n_counts_its_language_model_and_says_its_towers_are_not_counted():
+    m = MODELS["gemma-3n-e4b"]
+    for name in ("gemma-3n-E4B-it", "google/gemma-3n-E4B", "Gemma 3n E4B", "gemma3n:e4b"):
+        assert resolve_model(name)[0].id == "gemma-3n-e4b", name
+    assert resolve_model("gemma-3n-E2B-it")[0] is None       # another size, whose config.json was not found
+    assert m.towers_not_counted == ("vision", "audio") and m.vision is None
+    names = {l.name: l for l in m.linear_layers()}
+    # the last 15 of 35 layers reuse keys and values: no k_proj or v_proj of their own
+    assert names["q_proj"].count == 35 and names["k_proj"].count == names["v_proj"].count == 20
+    assert names["laurel.linear_left"].d_out == 64 and names["altup_projections"].count == 3
+    # 262,144 rows of 35 x 256 per-layer inputs beside the 262,400 x 2048 embedding (lm_head tied to it)
+    assert m.param_count() == 6_835_235_568 and m.tied_embeddings
+    assert m.kv_cache_values_per_token() == 20 * 2 * 2 * 256
+
+
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():
     for name in ("pythia-410m", "EleutherAI/pythia-410m", "EleutherAI/pythia-410m-deduped"):
         assert resolve_model(name)[0].id == "pythia-410m", name
