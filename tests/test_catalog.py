@@ -421,7 +421,7 @@ def test_gemma_3n_counts_its_language_model_and_says_its_towers_are_not_counted(
     names = {l.name: l for l in m.linear_layers()}
     # the last 15 of 35 layers reuse keys and values: no k_proj or v_proj of their own
     assert names["q_proj"].count == 35 and names["k_proj"].count == names["v_proj"].count == 20
-    assert names["laurel.linear_left"].d_out == 64 and names["altup_projections"].count == 3
+    assert names["linear_left"].d_out == 64 and names["altup_projections"].count == 3
     # 262,144 rows of 35 x 256 per-layer inputs beside the 262,400 x 2048 embedding (lm_head tied to it)
     assert m.param_count() == 6_835_235_568 and m.tied_embeddings
     assert m.kv_cache_values_per_token() == 20 * 2 * 2 * 256

@@ -50,6 +50,20 @@ def _intermediate(cfg: Mapping[str, Any], layers: int) -> int:
     return _int(cfg, "intermediate_size")
 
 
+def _sparse_layers(pattern: Any, layers: int) -> int:
+    """How many leading layers keep a top-k of the gate (Gemma3nTextConfig: the first 10 when there are more than
+    10 layers, unless the config lists a sparsity per layer)."""
+    if pattern is None:
+        return 10 if layers > 10 else 0
+    if not isinstance(pattern, (list, tuple)) or len(pattern) != layers:
+        raise ShapeError("text_config: 'activation_sparsity_pattern' must give one value per layer")
+    sparse = [bool(v) for v in pattern]
+    n = sum(sparse)
+    if sparse != [True] * n + [False] * (layers - n):
+        raise ShapeError("gemma3n with sparse feed-forwards other than the first layers is not supported")
+    return n
+
+
 def read_gemma3n(config: Mapping[str, Any], id: str | None) -> ModelShape:
     """A ``gemma3n`` config (language model in ``text_config``) or a ``gemma3n_text`` one."""
     if config.get("model_type") == "gemma3n":
@@ -73,11 +87,12 @@ def read_gemma3n(config: Mapping[str, Any], id: str | None) -> ModelShape:
     layout, naming, norms, qk_norm, norm = _TYPE_DEFAULTS["gemma3n_text"]
     extra = (
         # per layer: AltUp's coefficients and router, LAuReL, the per-layer input gate and projection
-        Linear("altup.correction_coefs", A, A, L, False, "mlp"),
-        Linear("altup.prediction_coefs", A, A * A, L, False, "mlp"),
-        Linear("altup.modality_router", H, A, L, False, "mlp"),
-        Linear("laurel.linear_left", H, r, L, False, "mlp"),
-        Linear("laurel.linear_right", r, H, L, False, "mlp"),
+        # named as peft matches a target, by the module name's last part
+        Linear("correction_coefs", A, A, L, False, "mlp"),
+        Linear("prediction_coefs", A, A * A, L, False, "mlp"),
+        Linear("modality_router", H, A, L, False, "mlp"),
+        Linear("linear_left", H, r, L, False, "mlp"),
+        Linear("linear_right", r, H, L, False, "mlp"),
         Linear("per_layer_input_gate", H, P, L, False, "mlp"),
         Linear("per_layer_projection", P, H, L, False, "mlp"),
         # outside the layers: the main embedding projected to the per-layer inputs; AltUp's streams in and out
@@ -100,6 +115,7 @@ def read_gemma3n(config: Mapping[str, Any], id: str | None) -> ModelShape:
             # per layer: AltUp's output scale and router norm, LAuReL's norm, the per-layer input's norm
             + L * 4 * H
         ),
-        towers_not_counted=towers,
+        towers_not_counted=towers, altup_streams=A, laurel_rank=r, per_layer_input=P,
+        sparse_mlp_layers=_sparse_layers(cfg.get("activation_sparsity_pattern"), L),
     )
     return ModelShape(**kw)

@@ -273,6 +273,10 @@ class ModelShape:
     output_router_logits: bool = False  # MoE: the load-balancing loss is computed (it keeps each layer's routing)
     cross_attention_layers: tuple[int, ...] = ()  # Mllama: layers that attend to the vision tokens, not the text
     kv_shared_layers: int = 0         # Gemma 3n: the last layers reuse an earlier layer's K/V (no k/v_proj, k_norm)
+    altup_streams: int = 0            # Gemma 3n: AltUp's streams (the hidden state is carried this many times over)
+    laurel_rank: int = 0              # Gemma 3n: LAuReL's low rank
+    per_layer_input: int = 0          # Gemma 3n: width of each layer's per-layer input
+    sparse_mlp_layers: int = 0        # Gemma 3n: the first layers whose feed-forward keeps a top-k of the gate
     towers_not_counted: tuple[str, ...] = ()  # towers the config describes that no reader models ("vision", "audio")
 
     def __post_init__(self) -> None:
