@@ -569,6 +569,21 @@ def test_from_hf_config_errors():
         from_hf_config("not a dict")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("text, pattern", [
+    ({"intermediate_size": [8192] * 34 + [4096]}, "intermediate_size per layer"),
+    ({"num_kv_shared_layers": 35}, "num_kv_shared_layers"),
+    ({"activation_sparsity_pattern": [0.0] * 10 + [0.95] * 25}, "sparse feed-forwards"),
+    ({"activation_sparsity_pattern": [0.95] * 3}, "one value per layer"),
+    ({"laurel_rank": "64"}, "laurel_rank"),
+])
+def test_a_gemma3n_config_it_cannot_build_exactly_is_refused_not_guessed(text, pattern):
+    with pytest.raises(ShapeError, match=pattern):
+        from_hf_config({"model_type": "gemma3n", "text_config": text})
+    # E4B's widths given per layer (as config.json files write them) read as one width
+    shape = from_hf_config({"model_type": "gemma3n", "text_config": {"intermediate_size": [16384] * 35}})
+    assert shape.intermediate == 16384 and shape.sparse_mlp_layers == 10
+
+
 # ---------------------------------------------------------------- generic sizes
 @pytest.mark.parametrize("size,billions", [("13B", 13), ("7b", 7), (70, 70), ("1.5B", 1.5), ("500M", 0.5),
                                            ("34B", 34), ("405b", 405)])
