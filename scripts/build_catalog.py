@@ -68,6 +68,10 @@ ARCH_KEYS = frozenset({
     # the vision encoder
     "cross_attention_layers", "num_global_layers", "attention_heads", "vision_output_dim", "max_num_tiles",
     "supported_aspect_ratios",
+    # Gemma 3n: per-layer embeddings, AltUp, LAuReL, KV-sharing layers, the top-k sparsity of the first layers'
+    # feed-forward; its towers (the timm architecture of the vision encoder, the audio encoder)
+    "vocab_size_per_layer_input", "hidden_size_per_layer_input", "altup_num_inputs", "laurel_rank",
+    "num_kv_shared_layers", "activation_sparsity_pattern", "audio_config", "architecture",
 })
 # What of quantization_config matters: how the published weights are stored.
 QUANT_KEYS = frozenset({"quant_method"})
@@ -82,7 +86,7 @@ def architecture(config: dict[str, Any]) -> dict[str, Any]:
     for key, value in config.items():
         if key not in ARCH_KEYS:
             continue
-        if key in ("text_config", "vision_config") and isinstance(value, dict):
+        if key in ("text_config", "vision_config", "audio_config") and isinstance(value, dict):
             value = architecture(value)
         elif key == "quantization_config" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k in QUANT_KEYS}
@@ -145,10 +149,17 @@ def _titled_config(text: str, title: str) -> dict[str, Any]:
 
 
 def read_source(mirrors: Path, repo: str, commit: str, path: str, preset: str | None,
-                assigned: str | None = None, printed: str | None = None, titled: str | None = None) -> dict[str, Any]:
+                assigned: str | None = None, printed: str | None = None, titled: str | None = None,
+                table: str | None = None) -> dict[str, Any]:
     git_dir = mirrors / repo.replace("/", "+") / "repo"
     text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
                           capture_output=True, text=True).stdout
+    if table is not None:
+        # a JSON object of configs keyed by Hub id (gpu_poor's all_configs.json)
+        configs = json.loads(text)
+        if table not in configs:
+            raise KeyError(f"no config for {table!r} in {repo}:{path}")
+        return configs[table]
     if printed is not None:
         return _printed_config(text, printed)
     if titled is not None:
@@ -221,7 +232,7 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
     commit = item.get("commit", src["commit"])
     raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
-                      item.get("printed"), item.get("titled"))
+                      item.get("printed"), item.get("titled"), item.get("table"))
     return _entry(item, raw, f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}")
 
 
@@ -263,6 +274,11 @@ def _entry(item: dict[str, Any], raw: dict[str, Any], url: str) -> dict[str, Any
         notes.append(f"the config transformers printed for {item['printed']!r}, pasted into that file")
     if item.get("titled"):
         notes.append(f"the config.json under the line {item['titled']!r} in that file")
+    if item.get("table"):
+        checked = ", ".join(f"{hub} ({cid})" for hub, cid in item["trimmed_check"].items())
+        notes.append(f"the entry {item['table']!r} of that table, trimmed by it to the keys it sizes models with; the "
+                     f"keys left out are read as the configuration class's defaults, and the same table's entries for "
+                     f"{checked} give the parameters and layers of those models' full config.json copies in this catalog")
     if item.get("model_type"):
         notes.append(f"model_type {item['model_type']!r} is the configuration class the repository builds it with")
     if item.get("drop"):
@@ -310,14 +326,44 @@ def check_base(item: dict[str, Any], entry: dict[str, Any], typed: dict[str, dic
         raise ValueError(f"{item['id']}: {item['base']}'s copy differs from the fine-tune's own config: {differ}")
 
 
+def check_trimmed(item: dict[str, Any], sources: dict[str, Any], mirrors: Path,
+                  by_id: dict[str, dict[str, Any]]) -> None:
+    """A config from a table that trims configs to some keys (``table``) is used only where the same table's entries
+    for models of the family whose full config.json the catalog has (``trimmed_check``: Hub id -> catalog id) give
+    those models' parameters and layers: the keys it drops then leave the family's count unchanged."""
+    checks = item.get("trimmed_check")
+    if not checks:
+        raise ValueError(f"{item['id']}: 'table' needs 'trimmed_check' (Hub id -> catalog id read from a full copy)")
+    src = sources[item["from"]]
+    for hub, cid in checks.items():
+        if cid not in by_id or by_id[cid].get("source", "").startswith(f"https://github.com/{src['repo']}/"):
+            raise ValueError(f"{item['id']}: trimmed_check names {cid!r}, which is not a catalog entry read from "
+                             f"another repository")
+        raw = read_source(mirrors, src["repo"], item.get("commit", src["commit"]), item["path"], None, table=hub)
+        trimmed, full = trimmed_and_full(item["model_type"], raw, by_id[cid]["config"])
+        if trimmed != full:
+            raise ValueError(f"{item['id']}: the table's {hub} gives {trimmed[0]:,} parameters, its full "
+                             f"copy ({cid}) {full[0]:,}: the trimmed keys matter for this family")
+
+
+def trimmed_and_full(model_type: str, trimmed: dict[str, Any], full: dict[str, Any]) -> tuple[tuple, tuple]:
+    """(parameters, linear layers) of a trimmed table entry read as ``model_type``, and of a full copy."""
+    a = from_hf_config({"model_type": model_type, **trimmed})
+    b = from_hf_config(full)
+    return (a.param_count(), a.linear_layers()), (b.param_count(), b.linear_layers())
+
+
 def build(mirrors: Path) -> str:
     data = yaml.safe_load(SOURCES.read_text(encoding="utf-8"))
     sources = data["sources"]
     entries = [entry_for(item, sources, mirrors) for item in data["configs"]]
     typed_by_id = {e["id"]: e for e in data.get("typed", [])}
+    by_id = {e["id"]: e for e in entries}
     for item, entry in zip(data["configs"], entries):
         if item.get("base"):
             check_base(item, entry, typed_by_id)
+        if item.get("table"):
+            check_trimmed(item, sources, mirrors, by_id)
     ids = {e["id"] for e in entries}
     typed = [e for e in data.get("typed", []) if e["id"] not in ids]
     body = yaml.safe_dump({"models": entries + typed}, sort_keys=False, allow_unicode=True, width=120)

@@ -89,3 +89,18 @@ def test_a_config_pasted_under_the_line_naming_it_is_read_whole_and_only_for_tha
         build_catalog._titled_config(TITLED + TITLED, "Model-7B")
     with pytest.raises(KeyError):
         build_catalog._titled_config("Model-7B\nno config here\n{\"a\": 1}", "Model-7B")
+
+
+def test_a_trimmed_table_is_trusted_only_where_its_entries_give_the_full_copies_counts():
+    from oomdoctor.catalog.models import catalog_config
+
+    # gpu_poor keeps hidden_size, intermediate_size, heads, layers and vocab: GPT-NeoX is sized by them alone
+    pythia = {"architectures": ["GPTNeoXForCausalLM"], "hidden_size": 1024, "intermediate_size": 4096,
+              "num_attention_heads": 16, "num_hidden_layers": 24, "vocab_size": 50304}
+    trimmed, full = build_catalog.trimmed_and_full("gpt_neox", pythia, catalog_config("pythia-410m"))
+    assert trimmed == full
+    # a T5 entry without feed_forward_proj reads as T5 v1.0's ReLU feed-forward, not Flan-T5's gated GELU
+    flan = {"architectures": ["T5ForConditionalGeneration"], "d_ff": 2816, "d_model": 1024, "num_heads": 16,
+            "num_layers": 24, "vocab_size": 32128}
+    trimmed, full = build_catalog.trimmed_and_full("t5", flan, catalog_config("flan-t5-large"))
+    assert trimmed[0] < full[0]

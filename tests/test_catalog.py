@@ -327,11 +327,27 @@ def test_a_variant_of_a_catalog_model_is_not_that_model(name):
 
 
 def test_a_bare_family_alias_followed_by_a_size_is_a_sibling():
-    # "BLOOM" is the 176B model; bloom-7b1 and DeepSpeed-Chat's "bloom1b1" are smaller ones the catalog lacks
+    # "BLOOM" is the 176B model; DeepSpeed-Chat's "bloom1b1" and bloom-3b are smaller ones the catalog lacks
     assert resolve_model("BLOOM")[0].id == "bloom-176b"
-    for name in ("bloom-7b1", "bloom1b1", "bloomz-7b1-mt"):
+    for name in ("bloom1b1", "bloom-3b", "bloomz-1b7"):
         assert resolve_model(name)[0] is None, name
+    for name in ("bloom-7b1", "bigscience/bloomz-7b1", "bloomz-7b1-mt"):
+        assert resolve_model(name)[0].id == "bloom-7b1", name
     assert [m.shape.id for m in find_models_in_text("bloom-560m runs, BLOOM does not")] == ["bloom-560m", "bloom-176b"]
+
+
+def test_pythia_ladder_and_bloom_7b1_from_a_trimmed_table_count_as_their_families_do():
+    # GPT-NeoX: per layer a biased fused QKV, dense and 4x MLP, two LayerNorms; untied 50,304-row tables
+    def neox(layers, h):
+        return layers * (12 * h * h + 13 * h) + 2 * h + 2 * 50_304 * h
+    for mid, layers, h in (("pythia-70m", 6, 512), ("pythia-160m", 12, 768), ("pythia-1b", 16, 2048),
+                           ("pythia-1.4b", 24, 2048), ("pythia-2.8b", 32, 2560)):
+        assert MODELS[mid].param_count() == neox(layers, h), mid
+    assert MODELS["pythia-1b"].heads == 8 and MODELS["pythia-1b"].head_dim == 256
+    # BLOOM-7B1: 30 layers of 4096 with an embedding LayerNorm, lm_head tied to the 250,880-row table
+    b = MODELS["bloom-7b1"]
+    assert (b.layers, b.hidden, b.vocab, b.tied_embeddings) == (30, 4096, 250880, True)
+    assert b.param_count() == 30 * (12 * 4096 ** 2 + 13 * 4096) + 4 * 4096 + 250_880 * 4096
 
 
 def test_bloom_560m_is_its_own_model_not_bloom_176b():
@@ -396,11 +412,29 @@ def test_llama_3_2_vision_counts_its_cross_attention_layers_and_tiled_encoder():
     assert resolve_model("Llama-3.2-90B-Vision-Instruct")[0] is None
 
 
+def test_gemma_3n_counts_its_language_model_and_says_its_towers_are_not_counted():
+    m = MODELS["gemma-3n-e4b"]
+    for name in ("gemma-3n-E4B-it", "google/gemma-3n-E4B", "Gemma 3n E4B", "gemma3n:e4b"):
+        assert resolve_model(name)[0].id == "gemma-3n-e4b", name
+    assert resolve_model("gemma-3n-E2B-it")[0] is None       # another size, whose config.json was not found
+    assert m.towers_not_counted == ("vision", "audio") and m.vision is None
+    names = {l.name: l for l in m.linear_layers()}
+    # the last 15 of 35 layers reuse keys and values: no k_proj or v_proj of their own
+    assert names["q_proj"].count == 35 and names["k_proj"].count == names["v_proj"].count == 20
+    assert names["linear_left"].d_out == 64 and names["altup_projections"].count == 3
+    # 262,144 rows of 35 x 256 per-layer inputs beside the 262,400 x 2048 embedding (lm_head tied to it)
+    assert m.param_count() == 6_835_235_568 and m.tied_embeddings
+    assert m.kv_cache_values_per_token() == 20 * 2 * 2 * 256
+
+
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():
     for name in ("pythia-410m", "EleutherAI/pythia-410m", "EleutherAI/pythia-410m-deduped"):
         assert resolve_model(name)[0].id == "pythia-410m", name
-    for name in ("pythia-160m", "pythia-1b", "pythia-1.4b", "pythia-2.8b"):  # sizes no copy was found for
-        assert resolve_model(name)[0] is None, name
+    # the smaller sizes are read from gpu_poor's trimmed table, each its own model
+    for name, mid in (("pythia-70m", "pythia-70m"), ("EleutherAI/pythia-160m-deduped", "pythia-160m"),
+                      ("pythia-1b", "pythia-1b"), ("pythia 1.4b", "pythia-1.4b"), ("pythia-2.8b", "pythia-2.8b")):
+        assert resolve_model(name)[0].id == mid, name
+    assert resolve_model("pythia-14m")[0] is None
     shape = MODELS["pythia-410m"]
     # 24 layers of 12,596,224 (biased fused QKV, dense, 4x MLP, two LayerNorms), final LayerNorm, untied 50,304-row tables
     assert shape.param_count() == 24 * 12_596_224 + 2 * 1024 + 2 * 50_304 * 1024 == 405_334_016
@@ -533,6 +567,21 @@ def test_from_hf_config_errors():
         from_hf_config(broken)
     with pytest.raises(ShapeError):
         from_hf_config("not a dict")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ({"intermediate_size": [8192] * 34 + [4096]}, "intermediate_size per layer"),
+    ({"num_kv_shared_layers": 35}, "num_kv_shared_layers"),
+    ({"activation_sparsity_pattern": [0.0] * 10 + [0.95] * 25}, "sparse feed-forwards"),
+    ({"activation_sparsity_pattern": [0.95] * 3}, "one value per layer"),
+    ({"laurel_rank": "64"}, "laurel_rank"),
+])
+def test_a_gemma3n_config_it_cannot_build_exactly_is_refused_not_guessed(text, pattern):
+    with pytest.raises(ShapeError, match=pattern):
+        from_hf_config({"model_type": "gemma3n", "text_config": text})
+    # E4B's widths given per layer (as config.json files write them) read as one width
+    shape = from_hf_config({"model_type": "gemma3n", "text_config": {"intermediate_size": [16384] * 35}})
+    assert shape.intermediate == 16384 and shape.sparse_mlp_layers == 10
 
 
 # ---------------------------------------------------------------- generic sizes

@@ -92,6 +92,9 @@ SETUPS = {
     "vlm full": dict(model=QWEN3_VL, method="full", images_per_sample=2, image_size=448),
     "vlm lora on the language model": dict(model=QWEN3_VL, method="lora"),
     "cross-attention vlm": dict(model=MLLAMA, method="lora", lora_targets=("all-linear",), images_per_sample=2),
+    "gemma 3n, bf16 weights": dict(model=get_model("gemma-3n-e4b"), method="lora", load_dtype="bf16",
+                                   lora_targets=("all-linear",)),
+    "gemma 3n full": dict(model=get_model("gemma-3n-e4b"), method="full", seq_len=512),
 }
 
 

@@ -101,6 +101,15 @@ RAW_CONFIGS: dict[str, dict[str, Any]] = {
                                  "num_hidden_layers": 2, "num_global_layers": 1, "attention_heads": 4,
                                  "image_size": 56, "patch_size": 14, "max_num_tiles": 4, "vision_output_dim": 192,
                                  "intermediate_layers_indices": [0, 1]}},
+    # Gemma 3n E4B's language model (AltUp over 4 streams, LAuReL rank 64, per-layer inputs of 256, the last 15 of 35
+    # layers sharing keys and values, top-k sparsity in the first 10 feed-forwards); here 10 layers of 128, the last 5
+    # sharing, the first 2 sparse.
+    "gemma3n_text": {"model_type": "gemma3n_text", "hidden_size": 128, "intermediate_size": 256,
+                     "num_hidden_layers": 10, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+                     "vocab_size": 2048, "vocab_size_per_layer_input": 2048, "hidden_size_per_layer_input": 32,
+                     "laurel_rank": 16, "altup_num_inputs": 4, "num_kv_shared_layers": 5,
+                     "activation_sparsity_pattern": [0.95, 0.95] + [0.0] * 8, "pad_token_id": 0,
+                     "bos_token_id": 2, "eos_token_id": 1, "max_position_embeddings": 4096},
 }
 
 # Keys transformers needs beyond to_hf_config() for a tiny random model.

@@ -114,7 +114,7 @@ def grid(quick: bool = False) -> list[Cell]:
         for attention in ("eager", "sdpa"):
             cells.append(Cell("llama", "full", batch=b, seq=s, attention=attention))
             cells.append(Cell("llama", "lora", batch=b, seq=s, attention=attention, padded=b > 1))
-    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells() + mllama_cells()
+    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells() + mllama_cells() + gemma3n_cells()
     if quick:
         cells = cells[::7]
     return cells
@@ -164,6 +164,21 @@ def vlm_cells() -> list[Cell]:
         Cell("qwen2_5_vl", "lora", batch=2, seq=64, images=1, image_side=112),
         Cell("qwen2_5_vl", "full", batch=2, seq=64, images=1, image_side=112),
         Cell("qwen2_5_vl", "full", batch=1, seq=128, images=2, image_side=112, grad_checkpointing=True),
+    ]
+
+
+def gemma3n_cells() -> list[Cell]:
+    """Gemma 3n's language model (AltUp, LAuReL, per-layer inputs, KV-sharing layers, top-k sparse feed-forwards):
+    full fine-tuning and LoRA, with and without gradient checkpointing."""
+    return [
+        Cell("gemma3n_text", "full", batch=2, seq=64, attention="sdpa"),
+        Cell("gemma3n_text", "full", batch=2, seq=64, attention="eager"),
+        Cell("gemma3n_text", "lora", batch=2, seq=64, attention="sdpa", lora_targets=("all-linear",)),
+        Cell("gemma3n_text", "lora", batch=2, seq=64, attention="sdpa"),
+        Cell("gemma3n_text", "full", batch=1, seq=128, attention="sdpa", grad_checkpointing=True),
+        Cell("gemma3n_text", "full", dtype="bf16", autocast=True, batch=2, seq=32, attention="sdpa"),
+        Cell("gemma3n_text", "lora", dtype="bf16", autocast=True, batch=2, seq=32, attention="sdpa",
+             lora_targets=("all-linear",)),
     ]
 
 

@@ -8,6 +8,9 @@ parameters and writes ``bench/accuracy/data/param_counts.json``; prints catalog
 vs transformers for every model.  tests/test_catalog.py compares the catalog
 against that file.
 
+Gemma 3n is counted as its language model (Gemma3nForCausalLM from the text_config): the catalog leaves its vision
+tower (timm's MobileNetV5) and audio encoder out, and says so in the estimate.
+
 Remote-code architectures are counted with the transformers class whose
 parameter layout is identical (see ``tf_config``):
   * chatglm (ChatGLM3-6B): GlmForCausalLM -- query_key_value == q/k/v_proj with
@@ -86,6 +89,13 @@ def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
         # Mistral3Config (transformers 5.24) ties lm_head when the key is left out, but from_pretrained keeps the
         # separate lm_head every Mistral Small 3.x checkpoint stores (its text-only copies say false): count that
         kw["tie_word_embeddings"] = False
+    if mt == "gemma3n":
+        # Gemma 3n's vision tower is built by timm (which needs torchvision, not installed here) and the catalog does
+        # not model its towers: the language model with its lm_head is what is compared (Gemma3nForCausalLM)
+        text = dict(kw["text_config"])
+        text.pop("model_type", None)
+        text.setdefault("tie_word_embeddings", kw.get("tie_word_embeddings", True))
+        return "gemma3n_text", text
     for old, new in LEGACY_KEYS.get(mt, {}).items():
         if old in kw:
             kw.setdefault(new, kw.pop(old))

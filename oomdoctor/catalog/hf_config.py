@@ -412,12 +412,15 @@ MULTIMODAL_TYPES = ("llava", "mllama", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qw
                     "llama4")
 
 
+# Gemma 3n (AltUp, LAuReL, per-layer embeddings; its towers are not modelled): read by ``gemma3n``.
+GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
+
 # Blocks of a config.json that describe a tower beside the language model.
 TOWER_KEYS = ("vision_config", "audio_config", "speech_config", "visual")
 
 
 def supported_types() -> tuple[str, ...]:
-    return tuple(sorted(set(READERS) | set(ALIASES) | set(MULTIMODAL_TYPES) | {"mt5"}))
+    return tuple(sorted(set(READERS) | set(ALIASES) | set(MULTIMODAL_TYPES) | set(GEMMA3N_TYPES) | {"mt5"}))
 
 
 def _language_config(config: Mapping[str, Any], mt: str) -> tuple[Mapping[str, Any], str]:
@@ -450,6 +453,9 @@ def from_hf_config(config: Mapping[str, Any], id: str | None = None) -> ModelSha
     if not raw_type or not isinstance(raw_type, str):
         raise ShapeError("config.json has no 'model_type'; cannot tell the architecture")
     mt = ALIASES.get(raw_type, raw_type)
+    if mt in GEMMA3N_TYPES:
+        from .gemma3n import read_gemma3n
+        return read_gemma3n(config, id)
     cfg: Mapping[str, Any] = config
     tower = None
     text_only = False

@@ -165,6 +165,7 @@ _TYPE_DEFAULTS: dict[str, tuple[str, str, int, bool, str]] = {
     "gemma": ("llama", "proj", 2, False, "rmsnorm"),
     "gemma2": ("llama", "proj", 4, False, "rmsnorm"),
     "gemma3_text": ("llama", "proj", 4, True, "rmsnorm"),
+    "gemma3n_text": ("llama", "proj", 4, True, "rmsnorm"),
     "phi3": ("phi3", "proj", 2, False, "rmsnorm"),
     "phimoe": ("llama", "w123", 2, False, "layernorm"),
     "deepseek_v2": ("mla", "proj", 2, False, "rmsnorm"),
@@ -271,6 +272,12 @@ class ModelShape:
     dropout: float = 0.0              # T5's dropout_rate: dropout layers that keep masks in training
     output_router_logits: bool = False  # MoE: the load-balancing loss is computed (it keeps each layer's routing)
     cross_attention_layers: tuple[int, ...] = ()  # Mllama: layers that attend to the vision tokens, not the text
+    kv_shared_layers: int = 0         # Gemma 3n: the last layers reuse an earlier layer's K/V (no k/v_proj, k_norm)
+    altup_streams: int = 0            # Gemma 3n: AltUp's streams (the hidden state is carried this many times over)
+    laurel_rank: int = 0              # Gemma 3n: LAuReL's low rank
+    per_layer_input: int = 0          # Gemma 3n: width of each layer's per-layer input
+    sparse_mlp_layers: int = 0        # Gemma 3n: the first layers whose feed-forward keeps a top-k of the gate
+    towers_not_counted: tuple[str, ...] = ()  # towers the config describes that no reader models ("vision", "audio")
 
     def __post_init__(self) -> None:
         ints = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
@@ -300,6 +307,8 @@ class ModelShape:
                 raise ShapeError(f"{self.id}: MLA layout needs kv_lora_rank, qk_rope_head_dim, v_head_dim")
             if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
                 raise ShapeError(f"{self.id}: MLA head_dim must equal qk_nope_head_dim + qk_rope_head_dim")
+        if not 0 <= self.kv_shared_layers < self.layers:
+            raise ShapeError(f"{self.id}: kv_shared_layers must lie in 0..layers-1")
         for name in ("pos_embeddings", "extra_params", "encoder_layers", "embed_dim"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_PARAMS:
@@ -327,8 +336,9 @@ class ModelShape:
         return self.kv_heads * (self.v_head_dim if self.layout == "mla" else self.head_dim)
 
     def kv_cache_values_per_token(self) -> int:
-        """K plus V values cached per token over all layers (as transformers' cache stores them)."""
-        return self.layers * (self.k_dim + self.v_dim)
+        """K plus V values cached per token over all layers (as transformers' cache stores them; Gemma 3n's
+        KV-sharing layers store none of their own)."""
+        return (self.layers - self.kv_shared_layers) * (self.k_dim + self.v_dim)
 
     @property
     def is_moe(self) -> bool:
@@ -379,7 +389,9 @@ class ModelShape:
         if self.encoder_layers:
             # T5: the encoder's layers have two norms (attention, feed-forward), and it has its own final norm
             outside += self.encoder_layers * 2 * self._norm_width(self.hidden) + self._norm_width(self.hidden)
-        return self.layers * per_layer + outside
+        # a KV-sharing layer (Gemma 3n) has a q_norm but no k_norm
+        shared_k_norms = self.kv_shared_layers * self.head_dim if self.qk_norm and not self.qk_norm_full else 0
+        return self.layers * per_layer + outside - shared_k_norms
 
     def linear_layers(self) -> list[Linear]:
         """Every linear layer kind of the language model except lm_head, with its whole-model count
@@ -408,8 +420,9 @@ class ModelShape:
                                   self.attention_bias))
             else:
                 out.append(Linear(names["q"], self.hidden, self.q_dim, blocks, self.attention_bias))
-                out.append(Linear(names["k"], self.hidden, self.kv_dim, blocks, self.attention_bias))
-                out.append(Linear(names["v"], self.hidden, self.kv_dim, blocks, self.attention_bias))
+                kv_blocks = blocks - self.kv_shared_layers
+                out.append(Linear(names["k"], self.hidden, self.kv_dim, kv_blocks, self.attention_bias))
+                out.append(Linear(names["v"], self.hidden, self.kv_dim, kv_blocks, self.attention_bias))
             out.append(Linear(names["o"], self.q_dim, self.hidden, blocks, self.o_bias))
         # dense MLPs
         nd = self.n_dense_mlp_layers

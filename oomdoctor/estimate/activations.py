@@ -488,12 +488,28 @@ def activations(setup: Setup, rows: int) -> Activations:
     layers_b = frac * (dense_layers * dense_b + d.moe_layers * moe_b)
     model_b = _sum(model_items(ctx, s, rows, setup.grad_checkpointing))
     one_layer = max(dense_b, moe_b)
+    if d.streams > 1:
+        # Gemma 3n: AltUp, LAuReL and per-layer inputs; sparse feed-forwards first, KV-sharing layers last
+        from . import gemma3n
+        kinds = [(n, gemma3n.layer_items(ctx, setup.model, sparse, shared))
+                 for n, sparse, shared in gemma3n.layer_kinds(setup.model)]
+        dense = max(kinds, key=lambda k: k[0])[1]
+        sizes = [(n, _sum(items) + per_pos) for n, items in kinds]
+        dense_b = sum(n * b for n, b in sizes) / d.layers
+        layers_b = frac * d.layers * dense_b
+        one_layer = max(b for _, b in sizes)
+        model_b += _sum(gemma3n.outside_items(ctx, setup.model))
+    # what a checkpointed layer keeps of its input: the hidden state (Gemma 3n: every AltUp stream)
+    carried = ctx.pr * d.hidden * d.streams
     if setup.grad_checkpointing and ctx.padding_mask:
         one_layer += ctx.p * s        # each recomputed SDPA call makes and saves its own float mask
     lines = []
     summary = _summary(dense, ctx)
     if setup.grad_checkpointing:
-        kept = T * (ctx.trained_layers * ctx.pr * d.hidden + model_b)
+        kept = T * (ctx.trained_layers * carried + model_b)
+        if d.streams > 1:
+            from . import gemma3n
+            kept += T * gemma3n.checkpoint_extras(ctx, setup.model, rows)
         # The recomputed layer's saved set, less its input (the kept checkpoint, which a fp32 norm saves as is),
         # plus the tensor that is alive when torch's early stop ends the recomputation: the MLP product when
         # down_proj keeps nothing, else down_proj's output.
@@ -503,10 +519,13 @@ def activations(setup: Setup, rows: int) -> Activations:
         tail_p = ctx.expert_p if d.experts else ctx.mlp_p       # a quantised down_proj returns its input's dtype
         tail = tail_p * (d.hidden if down_saves else mlp_width)
         as_is = ctx.pr * d.hidden if _norm_as_is(ctx) else (4 * d.hidden if ctx.pr == 4 else 0)
+        if d.streams > 1:
+            # Gemma 3n's recomputed layer: the streams stack its matmul keeps is the checkpoint itself
+            as_is = carried if ctx.p == ctx.pr else 0
         recompute = T * (one_layer - as_is + tail)
         recompute_tail = T * tail
         lines.append(line("activations.checkpointed", layers=ctx.trained_layers, tokens=T,
-                          input=ctx.pr * d.hidden, layer=one_layer, summary=summary))
+                          input=carried, layer=one_layer, summary=summary))
     else:
         first = first_layer_unsaved(ctx, s)
         kept = T * (layers_b - first + model_b)
@@ -561,7 +580,7 @@ def activations(setup: Setup, rows: int) -> Activations:
         # one nn.Linear MLP per expert (transformers 4's MixtralSparseMoeBlock.forward loops over the experts and
         # index_adds each one's output): backward runs one expert at a time, over its share of the routed tokens
         mlp_width = mlp_width / d.experts
-    working = T * (2 * ctx.pr * d.hidden + max(3 * mlp_grad_p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
+    working = T * (2 * carried + max(3 * mlp_grad_p * mlp_width, attn_bwd)) + ctx.wrapped.largest_grad
     if setup.quantized:
         # bitsandbytes multiplies by a dequantised copy of the whole weight (MatMul4Bit.forward and .backward:
         # dequantize_4bit(B).to(A.dtype); MatMul8bitLt.backward: CB.to(A.dtype)), freed right after the matmul.
@@ -598,17 +617,27 @@ def activations(setup: Setup, rows: int) -> Activations:
         lines.append(line("activations.kbit_head_copy", bytes=ctx.p, count=d.vocab * d.hidden))
     if ctx.autocast and ctx.adapter == 4 and ctx.p == 2 and setup.adapters:
         r = setup.lora_rank
-        adapter_w = sum(r * (b.d_in + b.d_out) * b.count for b in ctx.blocks if b.name in ctx.targets) * share
+        # Gemma 3n's AltUp.correct multiplies by correction_coefs' clamped weight with F.linear: the module (and any
+        # adapter on it) never runs, so autocast copies nothing of it
+        unused = {"correction_coefs"} if d.streams > 1 else set()
+        adapter_w = sum(r * (b.d_in + b.d_out) * b.count for b in ctx.blocks
+                        if b.name in ctx.targets and b.name not in unused) * share
         # ... nor lora_A's copy there (only its input's gradient would need it)
         adapter_w -= sum(r * b.d_in * b.count / d.layers for b in first_in if b.name in ctx.targets)
         copies += ctx.p * adapter_w
         lines.append(line("activations.adapter_copies", bytes=ctx.p, count=adapter_w))
+    if d.streams > 1:
+        from . import gemma3n
+        count = gemma3n.norm_weight_copies(ctx, setup.model, 1 if setup.grad_checkpointing else frac * d.layers)
+        if count:
+            copies += 4 * count
+            lines.append(line("activations.norm_weight_copies", count=count))
     if ctx.wrapped.cast_bytes:
         held_layers = 1 if setup.grad_checkpointing else frac * d.moe_layers
         copies += ctx.wrapped.cast_bytes * held_layers
         lines.append(line("activations.expert_factor_casts", bytes=ctx.wrapped.cast_bytes))
     if setup.grad_checkpointing:
-        in_layers, single = T * ctx.trained_layers * ctx.pr * d.hidden, T * ctx.pr * d.hidden
+        in_layers, single = T * ctx.trained_layers * carried, T * carried
     else:
         in_layers, single = T * (layers_b - first_layer_unsaved(ctx, s)), T * one_layer
     head_in = ctx.pr * d.hidden if ctx.method == "full" and not ctx.fused_head else 0
@@ -618,7 +647,8 @@ def activations(setup: Setup, rows: int) -> Activations:
 
 
 # The groups of a layer's saved tensors, as the derivation names them.
-GROUP_KEYS = {"norms": "norms", "attention": "attention", "MLP": "mlp", "LoRA": "lora"}
+GROUP_KEYS = {"norms": "norms", "attention": "attention", "MLP": "mlp", "LoRA": "lora", "AltUp": "altup",
+              "LAuReL": "laurel", "per-layer input": "per_layer_input"}
 
 
 def _summary(items: list[Item], ctx: Context) -> list[Line]:

@@ -77,6 +77,7 @@ class Dims:
     attn_softcap: bool = False      # Gemma 2: tanh soft-capping of the attention scores (eager keeps tanh's output)
     logit_softcap: bool = False     # Gemma 2: tanh soft-capping of the final logits
     fused_qkv: bool = False         # one projection produces q, k and v (Phi-3 qkv_proj, ChatGLM, Baichuan W_pack)
+    streams: int = 1                # Gemma 3n: AltUp carries the hidden state as this many streams between layers
     # Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): 0 for every other attention
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -91,6 +92,8 @@ class Dims:
 # Gemma 2 configs set attn_logit_softcapping=50 and final_logit_softcapping=30 (transformers Gemma2Config
 # defaults, kept by every released checkpoint); Gemma 3 dropped both for QK-norm.
 SOFTCAP_TYPES = {"gemma2"}
+# Gemma 3n soft-caps the final logits only (final_logit_softcapping=30, Gemma3nTextConfig's default and E4B's).
+LOGIT_SOFTCAP_TYPES = SOFTCAP_TYPES | {"gemma3n_text"}
 GEMMA_NORM_TYPES = {"gemma", "gemma2", "gemma3", "gemma3_text"}
 FUSED_QKV_NAMES = {"qkv_proj", "query_key_value", "W_pack", "wqkv", "c_attn", "qkv"}
 
@@ -113,7 +116,7 @@ def dims(shape: Any) -> Dims:
         moe_layers=moe_layers, norms_per_layer=getattr(shape, "norms_per_layer", 2) or 2,
         qk_norm=bool(getattr(shape, "qk_norm", False)), model_type=model_type,
         gemma_norm=model_type in GEMMA_NORM_TYPES, attn_softcap=model_type in SOFTCAP_TYPES,
-        logit_softcap=model_type in SOFTCAP_TYPES,
+        logit_softcap=model_type in LOGIT_SOFTCAP_TYPES, streams=int(getattr(shape, "altup_streams", 0) or 1),
         fused_qkv=any(lin.name in FUSED_QKV_NAMES for lin in shape.linear_layers()),
         q_lora_rank=int(getattr(shape, "q_lora_rank", 0) or 0), kv_lora_rank=int(getattr(shape, "kv_lora_rank", 0) or 0),
         qk_rope_head_dim=int(getattr(shape, "qk_rope_head_dim", 0) or 0),

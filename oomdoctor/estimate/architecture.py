@@ -23,6 +23,9 @@ def assumptions(setup: Setup) -> list:
             out.append(Assumed("vision_keeps_nothing"))
     if getattr(shape, "text_only", False):
         out.append(Assumed("text_only_config"))
+    towers = getattr(shape, "towers_not_counted", ())
+    if towers:
+        out.append(Assumed("towers_not_counted", {"n": len(towers)}))
     if getattr(shape, "encoder_layers", 0) and setup.target_len is None:
         out.append(Assumed("target_len", {"seq": setup.seq_len}))
     if getattr(shape, "checkpoint_format", "") == "mxfp4":
