@@ -36,7 +36,9 @@ _TOOLKIT_COMMANDS = (
                            r"\bFast(?:LanguageModel|VisionModel|TextModel|Model)\.(?:from_pretrained|get_peft_model)\b|"
                            r"==\(\(====\)\)==[ \t]{1,3}Unsloth\b|\bUnsloth: Will (?:smartly offload|patch your computer)|"
                            r"(?:site|dist)-packages/unsloth(?:_zoo)?/")),
-    ("verl", re.compile(r"(?<![\w.])-m[ \t]{1,3}verl\.trainer\.[a-z_]{1,40}\b|(?<![\w.-])verl/trainer/main_[a-z_]{1,30}\.py\b")),
+    # verl: its entry module, or its own modules' frames in a traceback (verl/workers/..., not any path with "verl").
+    ("verl", re.compile(r"(?<![\w.])-m[ \t]{1,3}verl\.trainer\.[a-z_]{1,40}\b|(?<![\w.-])verl/trainer/main_[a-z_]{1,30}\.py\b|"
+                        r"(?<![\w.-])verl/(?:workers|trainer|single_controller|utils)/[\w/]{1,80}\.py\b")),
     # TRL: its CLI, or one of its trainer configs constructed (a TrainingArguments passed to SFTTrainer keeps
     # the Trainer's own defaults, so the trainer class alone does not count).
     ("trl", re.compile(r"(?<![\w/.-])trl[ \t]{1,3}(?:sft|dpo|grpo|kto|rloo|reward)\b|"
