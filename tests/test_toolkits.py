@@ -211,3 +211,32 @@ def test_a_stated_setting_beats_the_toolkits_default():
     s, _ = setup_from_facts({"toolkit.named": "unsloth", "model.name": "llama3-8b", "train.grad_checkpointing": False,
                              "train.loss": "full", "train.method": "full"})
     assert s.grad_checkpointing is False and s.loss == "full" and s.method == "full"
+
+
+# --- what a log shows beats the toolkit's default ------------------------------------------------------------
+UNSLOTH_BANNER = """==((====))==  Unsloth - 2x faster free finetuning | Num GPUs used = 1
+   \\\\   /|    Num examples = 102 | Num Epochs = 5 | Total steps = 60
+O^O/ \\_/ \\    Batch size per device = 2 | Gradient accumulation steps = 4
+\\        /    Data Parallel GPUs = 1 | Total batch size (2 x 4 x 1) = 8
+ "-____-"     Trainable parameters = 41,943,040 of 8,072,204,288 (0.52% trained)
+"""
+
+
+def test_unsloths_banner_gives_the_per_device_batch_not_the_total():
+    from oomdoctor.extractors import unsloth
+    assert {f.name: f.value for f in unsloth.extract(UNSLOTH_BANNER)} == {"train.batch_size": 2, "train.grad_accum": 4}
+    assert facts_of(reply(UNSLOTH_BANNER + "torch.OutOfMemoryError: CUDA out of memory."))["train.batch_size"] == 2
+    # the same words without the banner are someone else's log
+    assert not list(unsloth.extract("Batch size per device = 2 | Gradient accumulation steps = 4"))
+
+
+def test_logits_that_ran_out_under_unsloth_mean_it_computes_the_full_loss():
+    log = ("from unsloth import FastLanguageModel\nunsloth/llama-3-8b-bnb-4bit QLoRA, max_seq_length 18000\n"
+           "    780     def _convert_to_fp32(tensor):\n--> 781         return tensor.float()\n"
+           "OutOfMemoryError: CUDA out of memory. Tried to allocate 9.47 GiB. GPU 0 has a total capacity of 14.75 GiB "
+           "of which 3.78 GiB is free.")
+    r = reply(log)
+    read = facts_of(r)
+    assert read["oom.site"] == "logits"
+    assert read["train.loss"] == "full"
+    assert r["remedies"][0]["id"] in ("chunked_loss", "liger_fused_loss", "cut_cross_entropy", "shorten_sequences")
