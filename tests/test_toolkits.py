@@ -240,3 +240,24 @@ def test_logits_that_ran_out_under_unsloth_mean_it_computes_the_full_loss():
     assert read["oom.site"] == "logits"
     assert read["train.loss"] == "full"
     assert r["remedies"][0]["id"] in ("chunked_loss", "liger_fused_loss", "cut_cross_entropy", "shorten_sequences")
+
+
+def test_trls_cli_says_the_objective_and_its_defaults_follow():
+    read = facts_of(reply("trl sft --model_name_or_path meta-llama/Meta-Llama-3-8B --dataset_name trl-lib/Capybara "
+                          "--per_device_train_batch_size 4 on one A100 40GB: CUDA out of memory"))
+    assert read["toolkit"] == "trl" and read["train.objective"] == "sft"
+    r = reply("trl sft --model_name_or_path meta-llama/Meta-Llama-3-8B --per_device_train_batch_size 4 "
+              "on one A100 40GB: CUDA out of memory")
+    said = {a["fact"]: a["value"] for a in r["assumptions"] if a.get("fact")}
+    assert said["train.seq_len"] == 1024 and said["train.grad_checkpointing"] is True
+
+
+@pytest.mark.parametrize("recipe, loss", [
+    ("lora_finetune_single_device --config llama3_1/8B_lora_single_device", "chunked"),
+    ("lora_dpo_single_device --config llama2/7B_lora_dpo_single_device", "full"),
+])
+def test_torchtunes_shipped_fine_tuning_configs_chunk_the_loss(recipe, loss):
+    r = reply(f"tune run {recipe}\nLlama-3-8B on a 4090: CUDA out of memory")
+    said = {a["fact"]: a for a in r["assumptions"] if a.get("fact")}
+    assert facts_of(r)["toolkit"] == "torchtune"
+    assert (said["train.loss"]["value"] if "train.loss" in said else "full") == loss

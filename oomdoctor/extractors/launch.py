@@ -20,10 +20,14 @@ PRODUCES = {"train.method", "dist.strategy", "train.objective", "toolkit", "tool
 
 _RECIPE = re.compile(r"(?<![A-Za-z])(lora|qlora|full)_finetune_?[ \t]{0,2}\n?[ \t]{0,2}_?(single_device|distributed)\b")
 _OBJECTIVES = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "orpo": "orpo", "ppo": "ppo", "reward": "reward",
-               "rm": "reward", "pt": "pretrain"}
+               "rm": "reward", "pt": "pretrain", "rloo": "rloo"}
 _TRAINER_CLASS = re.compile(r"\b(SFT|DPO|GRPO|KTO|ORPO|PPO|Reward)(?:Trainer|Config)\b")
 _SCRIPT = re.compile(r"(?<![\w.-])(?:train_)?(sft|dpo|grpo|kto|orpo|ppo)(?:_trainer)?\.py\b")
 _WORKFLOW = re.compile(r"\brun_(sft|dpo|pt|rm|ppo|kto)\(")
+_TRL_CLI = re.compile(r"(?<![\w/.-])trl[ \t]{1,3}(sft|dpo|grpo|kto|rloo|reward)\b")
+# torchtune's preference and RL recipes (recipes/*.py): their loss is not the fine-tuning recipes' chunked one.
+_TUNE_RECIPE = re.compile(r"(?<![\w.-])(?:(?:lora|full)_(dpo)_(?:single_device|distributed)|"
+                          r"(?:async_)?(ppo|grpo)_full_finetune_(?:single_device|distributed))\b")
 # The toolkit a command or config belongs to: first by the command that runs it (LLaMA-Factory's CLI and
 # scripts, ms-swift's subcommands and CLI modules), else by keys only it uses (finetuning_type; ms-swift
 # 2.x's --sft_type). A command outranks a key: ms-swift also accepts LLaMA-Factory's --finetuning_type.
@@ -121,6 +125,10 @@ def extract(text: str) -> Iterator[Finding]:
         objectives.setdefault(_OBJECTIVES[m.group(1)], m.group(0))
     for m in _WORKFLOW.finditer(text):
         objectives.setdefault(_OBJECTIVES[m.group(1)], m.group(0))
+    for m in _TRL_CLI.finditer(text):
+        objectives.setdefault(_OBJECTIVES[m.group(1)], m.group(0))
+    for m in _TUNE_RECIPE.finditer(text):
+        objectives.setdefault(_OBJECTIVES[m.group(1) or m.group(2)], m.group(0))
     if len(objectives) == 1:
         objective, detail = next(iter(objectives.items()))
         yield Finding("train.objective", objective, detail)
