@@ -261,3 +261,12 @@ def test_torchtunes_shipped_fine_tuning_configs_chunk_the_loss(recipe, loss):
     said = {a["fact"]: a for a in r["assumptions"] if a.get("fact")}
     assert facts_of(r)["toolkit"] == "torchtune"
     assert (said["train.loss"]["value"] if "train.loss" in said else "full") == loss
+
+
+def test_verl_dynamic_batches_are_packed_by_tokens_not_rows():
+    found = {f.name: f.value for f in verl.extract(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 "
+        "actor_rollout_ref.actor.use_dynamic_bsz=True actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000 "
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False")}
+    assert isinstance(found["train.batch_size"], Unknown)
+    assert found["dist.offload_optimizer"] == "none"

@@ -119,23 +119,31 @@ def extract(text: str) -> Iterator[Finding]:
     if not found:
         yield from said(text)
         return
+    detail = lambda path: f"{path}={found[path]}"  # noqa: E731
+    # With use_dynamic_bsz each micro-batch is packed up to ppo_max_token_len_per_gpu tokens (dp_actor's
+    # rearrange_micro_batches): ppo_micro_batch_size_per_gpu then says nothing of the rows in a step.
+    dynamic = _bool(found.get("actor_rollout_ref.actor.use_dynamic_bsz", "")) is True
+    if dynamic:
+        yield Finding("train.batch_size", unknown(), detail("actor_rollout_ref.actor.use_dynamic_bsz"))
     for path, (fact, read) in _PATHS.items():
+        if dynamic and fact == "train.batch_size":
+            continue
         if path in found and (value := read(found[path])) is not None:
             yield Finding(fact, value, f"{path}={found[path]}")
-    detail = lambda path: f"{path}={found[path]}"  # noqa: E731
     strategy = found.get("actor_rollout_ref.actor.strategy", "").strip("'\"").lower()
     policy = "actor_rollout_ref.actor.fsdp_config.offload_policy"
     if strategy == "fsdp2" and _bool(found.get(policy, "")) is True:
         yield Finding("dist.offload_param", "cpu", detail(policy))
         yield Finding("dist.offload_optimizer", "cpu", detail(policy))
     for path, fact in _BETWEEN_PHASES.items():
-        if _bool(found.get(path, "")) is True:
+        setting = _bool(found.get(path, ""))
+        if setting is True:
             yield Finding(fact, unknown("cpu", "nvme"), detail(path))
-    if "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in found and (
-            "data.train_batch_size" in found or _bool(found.get("actor_rollout_ref.actor.use_dynamic_bsz", "")) is True):
-        # data.train_batch_size counts prompts for all GPUs; with use_dynamic_bsz micro-batches are packed by
-        # tokens (ppo_max_token_len_per_gpu): neither is a per-GPU batch of rows.
-        yield Finding("train.batch_size", unknown(), "data.train_batch_size / use_dynamic_bsz")
+        elif setting is False and not (strategy == "fsdp2" and _bool(found.get(policy, "")) is True):
+            yield Finding(fact, "none", detail(path))
+    if "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in found and "data.train_batch_size" in found:
+        # data.train_batch_size counts prompts for all GPUs, not a per-GPU batch of rows.
+        yield Finding("train.batch_size", unknown(), detail("data.train_batch_size"))
     path = "algorithm.adv_estimator"
     if path in found:
         objective = _ESTIMATORS.get(found[path].strip("'\"").lower())
