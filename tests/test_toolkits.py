@@ -270,3 +270,15 @@ def test_verl_dynamic_batches_are_packed_by_tokens_not_rows():
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False")}
     assert isinstance(found["train.batch_size"], Unknown)
     assert found["dist.offload_optimizer"] == "none"
+
+
+@pytest.mark.parametrize("text, toolkit", [("用的是 verl，8 卡 H800", "verl"), ("我们用的 unsloth", "unsloth")])
+def test_which_toolkit_is_used_in_chinese_phrasings(text, toolkit):
+    assert toolkit_of(text) == (None, toolkit)
+
+
+def test_unsloth_keeps_short_rows_on_the_gpu():
+    short = facts_of(reply("Llama-3-8B QLoRA with Unsloth on a T4, max_seq_length 256, batch 4, CUDA out of memory"))
+    long = facts_of(reply("Llama-3-8B QLoRA with Unsloth on a T4, max_seq_length 4096, batch 4, CUDA out of memory"))
+    assert short["train.activation_offload"] is False
+    assert "train.activation_offload" not in long      # an assumption there, not a fact

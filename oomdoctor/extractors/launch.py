@@ -71,7 +71,7 @@ _TOOLKIT_NAMES = {"llamafactory": r"(?:LLaMA|Llama|llama)[- _]?(?:Factory|factor
                   "torchtune": r"[Tt]orch[Tt]une"}
 _TOOLKIT_WORDS = tuple(
     (toolkit, re.compile(r"\b(?:[Uu]sing|[Uu]se|[Uu]sed|[Uu]ses|[Ww]ith|[Vv]ia|[Tt]hrough|run\s{1,3}by)\s{1,3}(?:the\s{1,3})?(?:" + name + r")(?![A-Za-z0-9_-])|"
-                         r"(?:用|使用|通过|基于|拿|借助)\s{0,2}(?:" + name + r")(?![A-Za-z0-9_-])|"
+                         r"(?:用|使用|通过|基于|拿|借助)(?:的是|的|了)?\s{0,2}(?:" + name + r")(?![A-Za-z0-9_-])|"
                          r"(?<![A-Za-z0-9_/.-])(?:" + name + r")\s{0,2}(?:微调|训练|跑|做|进行)|"
                          # "verl GRPO on Qwen2.5-32B", "Unsloth QLoRA", "a TRL SFT run"
                          r"(?<![A-Za-z0-9_/.-])(?:" + name + r")\s{1,3}(?:GRPO|PPO|DPO|SFT|RLHF|LoRA|QLoRA|training|"
