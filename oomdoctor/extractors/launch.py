@@ -5,7 +5,8 @@ torchtune's recipe names say the method and, for `*_distributed`, FSDP (`full_fi
 example scripts say the objective (`SFTTrainer`, `GRPOConfig`, `sft.py`, `dpo.py`), as do
 LLaMA-Factory's workflow functions in a traceback (`run_sft(`); an accelerate config named for
 FSDP or plain multi-GPU says the strategy; `llamafactory-cli train`, `finetuning_type`, `swift sft`
-or `swift rlhf` say which toolkit's defaults apply, and so does a sentence saying the run uses one. Only the running script's own name counts, not a
+or `swift rlhf` say which toolkit's defaults apply, and so do Unsloth's import and loaders, verl's entry module
+and overrides, TRL's CLI and configs, `axolotl train` and `tune run`, and a sentence saying the run uses one. Only the running script's own name counts, not a
 directory on its path.
 """
 from __future__ import annotations
