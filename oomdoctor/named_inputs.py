@@ -85,8 +85,9 @@ def describe(kb=None) -> list[InputSpec]:
         spec = kb.facts[fact]
         defaults = []
         for d in load_defaults():
-            if d.fact == fact:
-                when = {facts_to_inputs.get(k, k): v for k, v in d.when.items()}
+            # A toolkit's own default (its `when` names a fact no input sets) is never reached from named inputs.
+            if d.fact == fact and all(k in facts_to_inputs for k in d.when):
+                when = {facts_to_inputs[k]: v for k, v in d.when.items()}
                 defaults.append((d.value, when))
                 if not when:
                     break   # later entries are never reached

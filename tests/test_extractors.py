@@ -685,7 +685,7 @@ def test_context_lengths_in_words(text, value):
 
 def test_recipe_script_and_class_names():
     assert facts(launch, "tune run --nproc_per_node 8 full_finetune_\ndistributed --config x.yaml") == {
-        "train.method": "full", "dist.strategy": "fsdp"}
+        "train.method": "full", "dist.strategy": "fsdp", "toolkit": "torchtune"}
     assert facts(launch, 'File "/data/grpo/sft/sft.py", line 67')["train.objective"] == "sft"
     assert facts(launch, "trainer = GRPOTrainer(model=m, args=GRPOConfig(...))")["train.objective"] == "grpo"
     assert facts(launch, "accelerate launch --config_file examples/accelerate_configs/fsdp_qlora.yaml x.py")[

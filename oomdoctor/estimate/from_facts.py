@@ -162,7 +162,9 @@ def gpu_memory_from_name(name: str) -> float | None:
 ORDER = ("model.load_dtype", "train.method", "train.precision", "train.optimizer", "train.batch_size",
          "train.grad_accum", "train.seq_len", "train.grad_checkpointing", "train.attention", "train.packing",
          "train.objective", "lora.rank", "lora.targets", "lora.modules_to_save", "dist.num_gpus",
-         "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param", "train.eval_batch_size")
+         "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param", "train.eval_batch_size",
+         # only a toolkit's own defaults set these (knowledge/defaults.yaml); else the estimator's own reading applies
+         "train.loss", "train.activation_offload", "rl.vllm", "rl.vllm_memory_share", "rl.vllm_sleep")
 LORA_FACTS = ("lora.rank", "lora.targets", "lora.modules_to_save")
 
 
@@ -249,7 +251,8 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
             "bitsandbytes 量化后的权重无法直接训练；假设在其上训练 LoRA 适配器（QLoRA）")))
         resolved["train.method"] = "qlora"
         for fact in LORA_FACTS:
-            entry = next((d for d in defaults if d.fact == fact), None)
+            entry = next((d for d in defaults if d.fact == fact and all(
+                resolved.get(k) in allowed for k, allowed in d.when.items())), None)
             if entry is not None and fact not in resolved:
                 resolved[fact] = entry.value
                 if not entry.silent:
