@@ -29,7 +29,9 @@ _VERB = (r"[ \t]{0,3}(?:(?:is|was|of|at|to|为|是|设|设为|设成|设置为|�
          r"降到|减到|降为|加到|提到|提高到|增加到|拉到|(?:is[ \t]{1,3}|was[ \t]{1,3})?(?:set|changed|raised|lowered|reduced|increased)[ \t]{1,3}to)"
          r"[ \t]{0,3})?")
 _VALUE = r"(\d{1,3}(?:,\d{3}){1,3}|\d{1,9}(?:\.\d{1,6})?[kK]?|[A-Za-z][A-Za-z0-9_]{0,30})(?![\w-]|\.\w)"
-_SETTING = re.compile(_KEY + r"(?:" + _FROM_TO + r"|" + _VERB + r")" + _VALUE, _I)
+# A value offered as one of several or changed right after is not the one in use: "on or off", "4/8", "4 → 8", "4 改成 8".
+_NOT_SETTLED = r"(?![ \t]{0,3}(?:/|\bor\b|还是|或|->|→|=>|改成|改到|改为|换成|调到|\bchanged\b|\bto\s{1,3}\d))"
+_SETTING = re.compile(_KEY + r"(?:" + _FROM_TO + r"|" + _VERB + r")" + _VALUE + _NOT_SETTLED, _I)
 # Values read here: those the setting's read turns from a closed vocabulary or a number into a fact value.
 _CLOSED = ("integer", "number", "boolean")
 _MAX_MENTIONS = 256

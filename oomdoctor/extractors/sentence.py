@@ -52,10 +52,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
     # A from-to phrase states the value now in use: "cutoff_len 从 8192 降到 6144", "batch size from 8 to 2".
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval )(?<!评估)(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs|批大小)"
-                                    + _FROM_TO + r"(\d{1,4})(?!\d|[.-]\d)(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
+                                    + _FROM_TO + r"(\d{1,4})(?!\d|[./-]\d)(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
     # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
-    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?!\d|[.-]\d)|"
-                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?!\d|[.-]\d)", _I), int),
+    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?!\d|[./-]\d)|"
+                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
@@ -64,7 +64,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     # "batch 设 1", "batch size 调小到 2", "bs 减小到 1", "batch 加到 16"
                                     r"设|调小到|调小为|调低到|调大到|改到|减小到|减少到|缩小到|缩到|加到|增加到|增大到|提高到|升到|"
                                     r"(?:is\s{1,3}|was\s{1,3})?(?:set\s{1,3}to|lowered\s{1,3}to|reduced\s{1,3}to|down\s{1,3}to))?"
-                                    r"\s{0,3}(\d{1,4})(?!\d|[.-]\d)", _I), int),
+                                    r"\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|cutoff[- _]?len|"
                                  r"max[- _]seq[- _]len(?:gth)?|序列长度|上下文长度)" + _FROM_TO + r"(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
@@ -157,7 +157,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # vLLM's share of the card in words: "vllm_gpu_memory_utilization is left at its default of 0.9", "gpu_memory_utilization 设成 0.5".
     ("rl.vllm_memory_share", re.compile(r"(?<![A-Za-z])(?:vllm_)?gpu[_ ]memory[_ ]utili[sz]ation\s{0,3}(?:is\s{1,3}|was\s{1,3})?"
                                         r"(?:(?:left|kept|set)\s{1,3}(?:at|to)\s{1,3})?(?:its\s{1,3}|the\s{1,3})?(?:default\s{1,3}(?:of\s{1,3}|value\s{1,3}(?:of\s{1,3})?)?)?"
-                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|[.-]\d)", _I), "share"),
+                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|[./-]\d)", _I), "share"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
@@ -281,7 +281,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # The training images' side: "图片分辨率 1024", "image size 448", "448x448 images", "分辨率 1344×1344" (a non-square size says no one side).
     ("train.image_size", re.compile(r"""(?:(?<![\w"'])(?:image|img|picture)s?[- ]?(?:size|resolution|side)(?![\w"'])|"""
                                     r"(?:图片|图像|输入图片?)\s{0,2}(?:尺寸|分辨率|大小|边长)|分辨率)" + _SET_TO +
-                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?!\d|[.-]\d)(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
+                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?!\d|[./-]\d)(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
                                     r"(?<![\w.])(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})\s{0,2}(?:px\s{0,2}|pixels?\s{1,3}|像素\s{0,2})?(?:的\s{0,2})?(?:\bimages?\b|\bpictures?\b|\bphotos?\b|图片|图像)|"
                                     # the images named first: "4 images at 768x768", "photos of 1024×1024", "图片都是 768*768" (not "resized to")
                                     r"\b(?:images?|pictures?|photos?)\s{1,3}(?:at|of|sized|in)\s{1,3}(?:a\s{1,3})?(?:resolution\s{1,3}(?:of\s{1,3})?)?(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})(?!\d|\.\d)|"
@@ -340,13 +340,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,3}(?:is|was|为|是|设|设为|设成|设置为|改成|调到|开到|"
-                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?!\d|[.-]\d)", _I), int),
+                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?!\d|[./-]\d)", _I), int),
     # Gradient accumulation in words: "梯度累积设成 8", "gradient accumulation steps of 16", "grad accum 4".
     ("train.grad_accum", re.compile(r"(?<![A-Za-z])(?:gradient|grad)[-_ ]?(?:accumulation|accum|acc)(?:[-_ ]?steps?)?" + _SET_TO +
-                                    r"(\d{1,4})(?!\d|[.-]\d)|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?!\d|[.-]\d)", _I), int),
+                                    r"(\d{1,4})(?!\d|[./-]\d)|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?!\d|[./-]\d)", _I), int),
     # datasets' map processes, in words: "preprocessing_num_workers 设成 256", "preprocessing_num_workers=64".
     ("data.preprocessing_workers", re.compile(r"(?<![\w-])preprocessing[_-]num[_-]workers\s{0,2}(?:=|:|：|is|of|to|为|是|设成|设为|设置为|设置成|改成|开到)?"
-                                              r"\s{0,3}(\d{1,4})(?!\d|[.-]\d)", _I), int),
+                                              r"\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     # The machine's RAM in words: "960 GB RAM", "RAM: 64GB", "512GB of system memory", "内存 320g", "CPU内存（252G）".
     ("host.ram_total_gib", re.compile(r"(?<![\w.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\s{0,2}(?:of\s{1,3})?"
                                       r"(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram|memory\s{0,2}\(ram\))(?![A-Za-z])|"
@@ -360,8 +360,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
     # The rank beside the word LoRA: "lora rank 设成 64", "LoRA 秩 16", "a LoRA of rank 64", "rank-16 LoRA", "rank 128 的 LoRA".
-    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?!\d|[.-]\d)|"
-                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?!\d|[.-]\d)|"
+    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?!\d|[./-]\d)|"
+                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?!\d|[./-]\d)|"
                              r"\brank-(\d{1,4})\s{0,2}lora(?![A-Za-z])|\brank\s{0,2}(\d{1,4})\s{0,2}的\s{0,2}lora(?![A-Za-z])", _I), int),
 ]
 
