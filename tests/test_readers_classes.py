@@ -60,6 +60,16 @@ def test_the_whole_a_subset_is_picked_from_is_never_the_count(text):
     assert counted(text).get("dist.num_gpus") == 2
 
 
+@pytest.mark.parametrize("text, n", [
+    ("one of the 8 GPUs runs out of memory", 8),         # which cards fail, not how many the job has
+    ("OOM on 2 of the 8 GPUs", 8),
+    ("on four GPUs. Only two of the four cards get any memory.", 4),
+    ("8 张卡中有 2 张占满了", 8),
+])
+def test_cards_picked_out_without_a_word_of_use_are_no_subset(text, n):
+    assert counted(text).get("dist.num_gpus") == n
+
+
 # --- among counts that disagree, the run that failed ------------------------------------------------------------
 
 @pytest.mark.parametrize("text, n", [

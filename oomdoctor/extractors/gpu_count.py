@@ -130,11 +130,15 @@ _ZH_FEW = r"(?:\d{1,3}|[一两二三四五六七八])"
 _EN_FEW = r"(?:\d{1,3}|one|two|three|four|six|eight)"
 _SUBSET = [
     re.compile(r"(?<![\d.])" + _ZH_FEW + r"[ \t]{0,2}(?:张|块)[ \t]{0,2}(?:卡|显卡|GPU|gpu|[A-Za-z]{1,6}\d{2,4}[A-Za-z]{0,3})?[ \t]{0,2}"
-               r"(?:里面?|中|当中|之中)[ \t]{0,2}(?:的)?[^，。,.;；\n\d]{0,8}?(?:用|使用|跑|配|分配|占|选|拿)(?:了)?[ \t]{0,2}(?:其中)?[ \t]{0,2}(?:的)?[ \t]{0,2}"
+               r"(?:里面?|中|当中|之中)[ \t]{0,2}(?:的)?[^，。,.;；\n\d]{0,8}?(?:用|使用|跑|配|分配|选|拿)(?:了)?[ \t]{0,2}(?:其中)?[ \t]{0,2}(?:的)?[ \t]{0,2}"
                r"(?P<used>" + _ZH_FEW + r")[ \t]{0,2}(?:张|块|个)"),
-    re.compile(r"(?:用|使用|配|分配|选|跑|占|拿)(?:了)?[ \t]{0,2}其中[ \t]{0,2}(?:的)?[ \t]{0,2}(?P<used>" + _ZH_FEW + r")[ \t]{0,2}(?:张|块|个)"),
-    re.compile(r"(?<![\w.])(?P<used>" + _EN_FEW + r")[ \t]{1,3}(?:out[ \t]{1,3})?of[ \t]{1,3}(?:the[ \t]{1,3}|my[ \t]{1,3}|our[ \t]{1,3}|its[ \t]{1,3}|all[ \t]{1,3})?"
-               + _EN_FEW + r"[ \t]{1,3}(?:[\w-]{1,14}[ \t]{1,3}){0,2}(?:GPUs|gpus|cards|devices)\b", _I),
+    re.compile(r"(?:用|使用|配|分配|选|跑|拿)(?:了)?[ \t]{0,2}其中[ \t]{0,2}(?:的)?[ \t]{0,2}(?P<used>" + _ZH_FEW + r")[ \t]{0,2}(?:张|块|个)"),
+    # (said with using: "one of the 8 GPUs runs out", "two of the four cards get memory" count no cards in use)
+    re.compile(r"\b(?:use|uses|using|used|utili[sz](?:e|es|ed|ing)|train(?:ing|s)?[ \t]{1,3}on|run(?:ning|s)?[ \t]{1,3}on)[ \t]{1,3}(?:only[ \t]{1,3}|just[ \t]{1,3})?"
+               r"(?P<used>" + _EN_FEW + r")[ \t]{1,3}(?:out[ \t]{1,3})?of[ \t]{1,3}(?:the[ \t]{1,3}|my[ \t]{1,3}|our[ \t]{1,3}|its[ \t]{1,3}|all[ \t]{1,3})?"
+               + _EN_FEW + r"[ \t]{1,3}(?:[\w-]{1,14}[ \t]{1,3}){0,2}(?:GPUs|gpus|cards|devices)\b|"
+               r"(?<![\w.])(?P<used2>" + _EN_FEW + r")[ \t]{1,3}(?:out[ \t]{1,3})?of[ \t]{1,3}(?:the[ \t]{1,3}|my[ \t]{1,3}|our[ \t]{1,3}|its[ \t]{1,3}|all[ \t]{1,3})?"
+               + _EN_FEW + r"[ \t]{1,3}(?:[\w-]{1,14}[ \t]{1,3}){0,2}(?:GPUs|gpus|cards|devices)[ \t]{1,3}(?:are|were|get|got)[ \t]{1,3}(?:used|in[ \t]use|utili[sz]ed)\b", _I),
     re.compile(r"\b(?:use|uses|using|used|train(?:ing|s)?[ \t]{1,3}on|run(?:ning|s)?[ \t]{1,3}on)[ \t]{1,3}(?:only[ \t]{1,3}|just[ \t]{1,3})?"
                r"(?P<used>" + _EN_FEW + r")[ \t]{1,3}of[ \t]{1,3}them\b", _I),
 ]
@@ -183,7 +187,7 @@ def _subsets(text: str) -> list[tuple[int, re.Match]]:
     out = []
     for pattern in _SUBSET:
         for m in pattern.finditer(text):
-            word = m.group("used")
+            word = m.group("used") or m.groupdict().get("used2")
             n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
             if n:
                 out.append((n, m))
