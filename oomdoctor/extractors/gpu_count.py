@@ -22,7 +22,7 @@ import re
 from typing import Iterator
 
 from . import Finding, snippet, unknown
-from . import variables
+from . import runs, variables
 
 NAME = "gpu_count"
 PRODUCES = {"dist.num_gpus", "dist.gpus_per_node", "dist.num_nodes"}
@@ -142,37 +142,14 @@ _SUBSET = [
     re.compile(r"\b(?:use|uses|using|used|train(?:ing|s)?[ \t]{1,3}on|run(?:ning|s)?[ \t]{1,3}on)[ \t]{1,3}(?:only[ \t]{1,3}|just[ \t]{1,3})?"
                r"(?P<used>" + _EN_FEW + r")[ \t]{1,3}of[ \t]{1,3}them\b", _I),
 ]
-_SENTENCE_END = re.compile(r"[。！？!?;；\n]|\.(?=\s|$)")
-_CLAUSE_END = re.compile(r"[。！？!?;；\n，,]|\.(?=\s|$)")
-# When the words give different counts, the run that failed is told apart from the others a message mentions:
-# one that works ("单卡能跑", "with 2 GPUs it fits"), one from before or after ("以前两张就够了", "后来换 5 张也一样",
-# "previously on 4 GPUs"), and one in a sentence that says nothing of a failure beside one that does.
-_WORKS = re.compile(r"能跑|可以跑|能训练?|可以训练?|跑得起来|跑得动|没问题|正常(?:训练|跑|运行)|够用|就够|足够|"
-                    r"\b(?:works?|worked|fits?|fitted)\b|\b(?:runs?|ran|trains?|trained|is|was|went)[ \t]{1,3}fine\b|"
-                    r"\bno[ \t]{1,3}(?:problems?|issues?|oom)\b", _I)
-_FAILS = re.compile(r"oom|爆|不够|不足|溢出|out[ \t]{1,3}of[ \t]{1,3}memory|\bruns?[ \t]{1,3}out\b|\bran[ \t]{1,3}out\b|crash|\bfail|报错|"
-                    r"\berror\b|\bkilled\b|挂了|重启", _I)
-_OTHER_RUN = re.compile(r"以前|之前|原来|原先|先前|上次|以往|后来|换|改用|\bpreviously\b|\bbefore[ \t]{1,3}that\b|\bused[ \t]{1,3}to\b|"
-                        r"\blast[ \t]{1,3}time\b|\bswitch(?:ed|ing)?[ \t]{1,3}to\b|\b(?:then|also)[ \t]{1,3}tried\b|\binstead\b", _I)
-
-
-def _around(text: str, pos: int, ends: re.Pattern, reach: int = 240) -> str:
-    """The sentence (or clause) of `text` that holds `pos`."""
-    before = text[max(0, pos - reach):pos]
-    last = None
-    for last in ends.finditer(before):
-        pass
-    start = pos - len(before) + (last.end() if last else 0)
-    after = ends.search(text, pos, pos + reach)
-    return text[start: after.start() if after else min(len(text), pos + reach)]
-
-
 def _the_failed_run(text: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Of counts that disagree, those of the run that failed, when the words tell it apart; else all of them."""
+    """Of counts that disagree, those of the run that failed, when the words tell it apart; else all of them:
+    not one that works ("单卡能跑", "with 2 GPUs it fits"), not one from before or after ("以前两张就够了", "后来换
+    5 张也一样"), and one in a sentence that says the failure over one in a sentence that says none."""
     steps = (
-        lambda p: not (_WORKS.search(_around(text, p, _CLAUSE_END)) and not _FAILS.search(_around(text, p, _CLAUSE_END))),
-        lambda p: not _OTHER_RUN.search(_around(text, p, _CLAUSE_END)),
-        lambda p: bool(_FAILS.search(_around(text, p, _SENTENCE_END))),
+        lambda p: not runs.worked(runs.around(text, p, runs.CLAUSE_END)),
+        lambda p: not runs.OTHER_RUN.search(runs.around(text, p, runs.CLAUSE_END)),
+        lambda p: bool(runs.FAILS.search(runs.around(text, p, runs.SENTENCE_END))),
     )
     for keep in steps:
         if len({n for n, _, _ in found}) <= 1:
@@ -332,7 +309,7 @@ def _visible(text: str, counts: _Counts) -> None:
 def _words(text: str, counts: _Counts) -> None:
     subsets = _subsets(text)
     # A count in the sentence of a subset is the whole that the cards in use were picked from.
-    picked_from = [_around(text, m.start(), _SENTENCE_END) for _, m in subsets]
+    picked_from = [runs.around(text, m.start(), runs.SENTENCE_END) for _, m in subsets]
     direct: list[tuple[int, int, str]] = []
     for pattern in _PROSE:
         for m in pattern.finditer(text):
@@ -342,7 +319,7 @@ def _words(text: str, counts: _Counts) -> None:
             if n is None or _NOT_A_COUNT.search(m.group(0)):
                 continue
             if any(s.start() <= m.start() < s.end() for _, s in subsets) or \
-                    subsets and _around(text, m.start(), _SENTENCE_END) in picked_from:
+                    subsets and runs.around(text, m.start(), runs.SENTENCE_END) in picked_from:
                 continue
             if _per_node(text, m):
                 # A count per machine is the job's only once the machines are known: 2 machines x 8 = 16.

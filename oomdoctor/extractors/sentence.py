@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from . import Finding, snippet, unknown
+from . import Finding, runs, snippet, unknown
 
 NAME = "sentence"
 PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.batch_size",
@@ -384,21 +384,8 @@ def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
 
 # A stage said to work or be done is another run than the one that failed: "预训练和 SFT 都能跑，DPO 就 OOM",
 # "PPO works fine, GRPO runs out of memory", "预训练跑完了，SFT 的时候爆显存".
-_CLAUSE = re.compile(r"[。！？!?;；\n，,]|\.(?=\s|$)|\bbut\b|但|可是")
-_WORKED = re.compile(r"能跑|可以跑|跑得起来|跑起来了|都能|没问题|正常|跑完|做完|训完|完成了|结束了|"
-                     r"\b(?:works?|worked|fits?|fitted|finished|completed|done)\b|\b(?:runs?|ran|trains?|trained|is|was|went)\s{1,3}fine\b", _I)
-_FAILED = re.compile(r"oom|爆|不够|不足|溢出|out\s{1,3}of\s{1,3}memory|\bruns?\s{1,3}out\b|\bran\s{1,3}out\b|crash|\bfail|报错|\berror\b|killed", _I)
-
-
 def _of_another_run(fact: str, match: re.Match, text: str) -> bool:
-    if fact != "train.objective":
-        return False
-    before = text[max(0, match.start() - 120):match.start()]
-    cuts = list(_CLAUSE.finditer(before))
-    start = match.start() - len(before) + (cuts[-1].end() if cuts else 0)
-    end = _CLAUSE.search(text, match.end(), match.end() + 120)
-    clause = text[start: end.start() if end else min(len(text), match.end() + 120)]
-    return bool(_WORKED.search(clause)) and not _FAILED.search(clause)
+    return fact == "train.objective" and runs.worked(runs.around(text, match.start(), runs.CLAUSE_END, 120))
 
 
 # ... or a switching-off right after it: "deepspeed 也关了", "DeepSpeed disabled", "turned DeepSpeed off".
