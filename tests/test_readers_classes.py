@@ -165,7 +165,7 @@ def test_a_key_named_in_a_sentence(text, fact, value):
 
 
 @pytest.mark.parametrize("text, fact", [
-    ("with num_generations 8 it fits, with num_generations 16 it OOMs", "rl.num_generations"),   # two values
+    ("num_generations 8 and num_generations 16 both OOM", "rl.num_generations"),   # two values, both failing
     ("num_generations 8 → 16 之后 OOM", "rl.num_generations"),    # changed right after
     ("gradient_accumulation_steps 4/8", "train.grad_accum"),       # one of several
     ("gradient_accumulation_steps 的默认值", "train.grad_accum"),
@@ -343,3 +343,23 @@ def test_images_named_before_their_size(text, side):
 ])
 def test_image_size_near_misses(text):
     assert "train.image_size" not in observed(text)
+
+
+# --- a value said of a run that worked is not the failed run's ---------------------------------------------------
+
+@pytest.mark.parametrize("text, fact, value", [
+    ("batch size 2 works fine, batch size 4 runs out of memory", "train.batch_size", 4),
+    ("cutoff_len 1024 能跑，cutoff_len 2048 就爆显存", "train.seq_len", 2048),
+    ("with num_generations 4 it fits, with num_generations 12 it OOMs", "rl.num_generations", 12),
+    ("batch size 4 runs fine for 200 steps, then OOMs", "train.batch_size", 4),   # the same run: fine, then fails
+])
+def test_the_value_of_the_run_that_failed(text, fact, value):
+    assert observed(text).get(fact) == value
+
+
+@pytest.mark.parametrize("text, fact", [
+    ("之前 batch 开到 6 都能跑，换了机器以后 batch 调小了也爆显存", "train.batch_size"),   # 6 was another run's
+    ("per_device_train_batch_size 4 on one card and per_device_train_batch_size 2 on two: both OOM", "train.batch_size"),
+])
+def test_no_value_when_the_failed_runs_is_not_said(text, fact):
+    assert fact not in observed(text)

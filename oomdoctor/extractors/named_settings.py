@@ -1,22 +1,23 @@
 """A setting's own key in a sentence: "num_generations 4", "cutoff_len 改成 256", "gradient_accumulation_steps
-is set to 8", "stage pt", "per_device_train_batch_size 从 8 降到 2".
+is set to 8", "load_in_4bit 是 False", "per_device_train_batch_size 从 8 降到 2".
 
 People name a setting by the key their config uses and give its value in words around it, in either language.
 The grammar is one for every key knowledge/settings.yaml lists: the key (written as code, with an underscore),
-an optional verb of setting or change (is / was / = / : / to / set to / 设 / 设成 / 设为 / 改成 / 调到 / 开到 / 用 / 是
-/ 为, or "from X to Y" / "从 X 改到 Y", whose second value is the one in use), then the value, which the setting's
+an optional verb of setting or change (is / was / to / at / set to / 设 / 设成 / 设为 / 改成 / 调到 / 开到 / 用 / 是 /
+为, or "from X to Y" / "从 X 改到 Y", whose second value is the one in use), then the value, which the setting's
 own `read` interprets as a config reader would (`key=value` and `key: value` are config syntax, read by
 config_keys with what surrounds them). Only values from a closed vocabulary are read here (numbers,
 booleans, mapped words): a free string after a key in prose may be any word. A setting whose meaning depends on
-other keys (`unless`) is left to the config readers, which see those keys. Two mentions that disagree leave the
-fact unread; a key of higher rank (cutoff_len over max_length) decides as it does in a config.
+other keys (`unless`) is left to the config readers, which see those keys. Of mentions that disagree, one in a
+clause that says its run worked or was another run is set aside; if they still disagree the fact is left
+unknown, for the later readers too. A key of higher rank (cutoff_len over max_length) decides as in a config.
 """
 from __future__ import annotations
 
 import re
 from typing import Iterator
 
-from . import Finding, snippet, unknown
+from . import Finding, runs, snippet, unknown
 from .config_keys import _VLLM_ENGINE_KEYS, EMPTY, _index, distinct, read
 from .sentence import _FROM_TO, prose
 
@@ -35,6 +36,16 @@ _SETTING = re.compile(_KEY + r"(?:" + _FROM_TO + r"|" + _VERB + r")" + _VALUE + 
 # Values read here: those the setting's read turns from a closed vocabulary or a number into a fact value.
 _CLOSED = ("integer", "number", "boolean")
 _MAX_MENTIONS = 256
+
+
+def _of_the_failed_run(text: str, mentions: list) -> list:
+    """Of mentions that disagree, those not in a clause that says its run worked or was another one."""
+    for keep in (lambda p: not runs.worked(runs.around(text, p, runs.CLAUSE_END)),
+                 lambda p: not runs.OTHER_RUN.search(runs.around(text, p, runs.CLAUSE_END))):
+        if len({m[1] for m in mentions}) <= 1:
+            break
+        mentions = [m for m in mentions if keep(m[3])] or mentions
+    return mentions
 
 
 def produced_facts(kb) -> set[str]:
@@ -77,12 +88,16 @@ def extract(text: str, kb=None) -> Iterator[Finding]:
                 continue
             if value is None or not isinstance(value, (int, float, str)) or isinstance(value, bool) and setting["read"] in ("integer", "number"):
                 continue
-            found.setdefault(setting["fact"], []).append((setting.get("rank", 0), value, snippet(text, m.start(), m.end())))
+            found.setdefault(setting["fact"], []).append((setting.get("rank", 0), value, snippet(text, m.start(), m.end()), m.start()))
     for fact, mentions in found.items():
-        top = max(rank for rank, _, _ in mentions)
-        values = {value for rank, value, _ in mentions if rank == top}
+        top = max(rank for rank, _, _, _ in mentions)
+        mentions = _of_the_failed_run(text, [m for m in mentions if m[0] == top])
+        values = {value for _, value, _, _ in mentions}
         if len(values) == 1 and not values & off.get(fact, set()):
-            yield Finding(fact, values.pop(), next(detail for rank, _, detail in mentions if rank == top))
+            yield Finding(fact, values.pop(), mentions[0][2])
+        elif len(values) > 1:
+            # "per_device_train_batch_size 4 and 8": no one value, and no later reader may pick one
+            yield Finding(fact, unknown(), "a sentence gives it different values")
     for fact, values in off.items():
         if fact not in found:
             yield Finding(fact, unknown(*values), "a sentence turns it off")

@@ -384,8 +384,21 @@ def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
 
 # A stage said to work or be done is another run than the one that failed: "预训练和 SFT 都能跑，DPO 就 OOM",
 # "PPO works fine, GRPO runs out of memory", "预训练跑完了，SFT 的时候爆显存".
-def _of_another_run(fact: str, match: re.Match, text: str) -> bool:
-    return fact == "train.objective" and runs.worked(runs.around(text, match.start(), runs.CLAUSE_END, 120))
+# The same for a setting's value: "batch size 4 works, batch size 8 runs out" (the reader goes on to the next mention).
+OF_A_RUN = {"train.objective", "train.batch_size", "train.seq_len", "train.grad_accum", "lora.rank", "dist.zero_stage",
+            "train.eval_batch_size", "rl.num_generations", "train.image_size", "train.images_per_sample", "data.num_workers"}
+
+
+def _of_another_run(fact: str, match: re.Match, text: str) -> str | None:
+    """'worked' for a mention in a clause that says its run worked, 'other' when that run is also from before or
+    after ("之前 batch 开到 3 都能跑"); None otherwise. A run that worked may still be the only one the text gives a
+    value for ("batch size 4 runs fine for 200 steps, then OOMs"): that value stands when no other mention does."""
+    if fact not in OF_A_RUN:
+        return None
+    clause = runs.around(text, match.start(), runs.CLAUSE_END, 120)
+    if not runs.worked(clause):
+        return None
+    return "other" if runs.OTHER_RUN.search(clause) else "worked"
 
 
 # ... or a switching-off right after it: "deepspeed 也关了", "DeepSpeed disabled", "turned DeepSpeed off".
@@ -517,6 +530,7 @@ def extract(text: str) -> Iterator[Finding]:
         yield Finding("gpu.name", *bare)
     text = prose(text)
     best: dict[str, tuple[int, int, object, re.Match]] = {}
+    worked: dict[str, tuple[int, int, object, re.Match]] = {}
     for order, (fact, pattern, kind) in enumerate(_PATTERNS):
         names = 0
         for match in pattern.finditer(text):
@@ -526,11 +540,17 @@ def extract(text: str) -> Iterator[Finding]:
             names += named
             if names > MAX_NAMES_SKIPPED:
                 break
-            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) or _of_another_run(fact, match, text) \
-                else _value(kind, match, text)
-            if value is not None:
+            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) else _value(kind, match, text)
+            if value is None:
+                continue
+            another = _of_another_run(fact, match, text)
+            if another == "worked":
+                worked.setdefault(fact, (match.start(), order, value, match))
+            if another is None:
                 best[fact] = (match.start(), order, value, match)
                 break
+    for fact, mention in worked.items():
+        best.setdefault(fact, mention)
     plain = _plain_launch(text) if "dist.strategy" not in best else None
     if plain is not None:
         best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
