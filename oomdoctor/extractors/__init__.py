@@ -69,11 +69,14 @@ def snippet(text: str, start: int, end: int, limit: int = 160) -> str:
 def registry() -> tuple[Extractor, ...]:
     """All extractors, in the order they run; later ones refine earlier ones."""
     from . import (config_keys, context_length, cuda_oom, deepspeed, free_mem, gpu_card, gpu_count, host_oom, launch,
-                   model_config, nvidia_smi, parameters, progress, run_summary, sentence, symptoms, unsloth, verl)
+                   model_config, named_settings, nvidia_smi, parameters, progress, run_summary, sentence, symptoms,
+                   unsloth, verl)
 
     # Config readers come before the phrase readers: `load_in_4bit: False` must rule NF4 out before a
     # symptom phrase finds "load_in_4bit" in it.
     # verl's settings are read at their full paths before the generic readers take a leaf for another meaning.
-    modules = (run_summary, verl, unsloth, config_keys, deepspeed, launch, symptoms, cuda_oom, host_oom, nvidia_smi, free_mem, progress,
+    # A key named in a sentence ("num_generations 4", "load_in_4bit 是 False") is as explicit as a config line.
+    modules = (run_summary, verl, unsloth, config_keys, deepspeed, launch, named_settings, symptoms, cuda_oom, host_oom,
+               nvidia_smi, free_mem, progress,
                model_config, parameters, gpu_count, gpu_card, context_length, sentence)
     return tuple(Extractor(m.NAME, frozenset(m.PRODUCES), m.extract, hasattr(m, "produced_facts")) for m in modules)

@@ -91,11 +91,18 @@ def _lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+# A consumer card's number in the plural: "4 RTX 3090s", "two 4090s", "RTX 2080 Tis" (the catalog knows the singular;
+# "the 1990s" is no card: only a card's number, after RTX/GTX/GeForce or a count).
+_PLURAL_NUMBER = re.compile(r"((?:(?:RTX|GTX|GeForce)[ \t]?|(?<![\w.])(?:\d{1,3}|two|three|four|six|eight)[ \t]{1,2}(?:x[ \t]?)?)"
+                            r"[2-5]0[5-9]0(?:[ \t]?Ti)?)s(?![\w-])", re.IGNORECASE)
+
+
 def _mentions(text: str) -> list:
     from ..catalog import find_gpus_in_text
 
     found = []
     for start, line in _lines(text):
+        line = _PLURAL_NUMBER.sub(lambda m: m.group(1) + " ", line)  # same length: offsets stay right
         for m in find_gpus_in_text(line):
             found.append((start + m.start, start + m.end, m))
     return found

@@ -22,7 +22,7 @@ import re
 from typing import Iterator
 
 from . import Finding, snippet, unknown
-from . import variables
+from . import runs, variables
 
 NAME = "gpu_count"
 PRODUCES = {"dist.num_gpus", "dist.gpus_per_node", "dist.num_nodes"}
@@ -89,7 +89,9 @@ _PROSE = [
     re.compile(_NOT_WHICH_CARDS + r"(?<!第[ \t])(?<![\d.])(\d{1,3})[ \t]{0,2}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
     # 两块卡, 三张L40s, 单卡, 双卡 (not 第一张卡, 最后一张卡, 其中两张卡, 另一张卡, 每一张卡: which cards, not how many)
     # (a numeral that ends a longer one is no count: 十二张, 三十二卡 are not 2)
-    re.compile(_NOT_WHICH_CARDS + r"(?<![一二三四五六七八九十百千])(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"),
+    # (单卡 before a per-card amount is "per card": 单卡显存 80G, 单卡 batch 4, 单卡占用 70G)
+    re.compile(_NOT_WHICH_CARDS + r"(?<![一二三四五六七八九十百千])(单|一|两|二|双|三|四|五|六|七|八|十六)[ \t]{0,1}(?:(?:张|块)[ \t]{0,2}(?=[A-Za-z0-9]|卡|显卡|GPU|gpu)|卡)"
+               r"(?!(?<=单卡)[ \t]{0,2}(?:的[ \t]{0,2})?(?:显存|占用|峰值|内存|batch|bs|micro|最多|最大|上限))"),
     # on 32 H100 80GB, across 8 A100s, using 4 L40S: a count of named cards after a word that places the job on them
     re.compile(r"\b(?:on|across|over|using|with)[ \t]{1,3}(\d{1,4})[ \t]{1,2}(?:NVIDIA[ \t])?(?:[A-Z]{1,2}\d{2,4}[A-Za-z]{0,3}|RTX[ \t]?\d{4}(?:[ \t]?Ti)?)"
                r"(?![\w.-]|[ \t]{0,2}(?:hours?|steps?|tokens?)\b)"),
@@ -120,6 +122,53 @@ _NODE_COUNT = re.compile(r"(?<![A-Za-z0-9_.])(?<!第)(\d{1,4}|one|two|three|four
 def _per_node(text: str, m: re.Match) -> bool:
     return bool(_PER_NODE_BEFORE.search(text[max(0, m.start() - 16): m.start()])
                 or _PER_NODE_AFTER.search(text[m.end(): m.end() + 24]))
+
+
+# The cards a job uses out of more that are there: "8 张卡里只用了 2 张", "配了其中 3 张", "2 of the 8 GPUs",
+# "4 out of 8 cards", "8 GPUs, but I only use 4 of them". The used count is the job's; the larger one is not.
+_ZH_FEW = r"(?:\d{1,3}|[一两二三四五六七八])"
+_EN_FEW = r"(?:\d{1,3}|one|two|three|four|six|eight)"
+_SUBSET = [
+    re.compile(r"(?<![\d.])" + _ZH_FEW + r"[ \t]{0,2}(?:张|块)[ \t]{0,2}(?:卡|显卡|GPU|gpu|[A-Za-z]{1,6}\d{2,4}[A-Za-z]{0,3})?[ \t]{0,2}"
+               r"(?:里面?|中|当中|之中)[ \t]{0,2}(?:的)?[^，。,.;；\n\d]{0,8}?(?:用|使用|跑|配|分配|选|拿)(?:了)?[ \t]{0,2}(?:其中)?[ \t]{0,2}(?:的)?[ \t]{0,2}"
+               r"(?P<used>" + _ZH_FEW + r")[ \t]{0,2}(?:张|块|个)"),
+    re.compile(r"(?:用|使用|配|分配|选|跑|拿)(?:了)?[ \t]{0,2}其中[ \t]{0,2}(?:的)?[ \t]{0,2}(?P<used>" + _ZH_FEW + r")[ \t]{0,2}(?:张|块|个)"),
+    # (said with using: "one of the 8 GPUs runs out", "two of the four cards get memory" count no cards in use)
+    re.compile(r"\b(?:use|uses|using|used|utili[sz](?:e|es|ed|ing)|train(?:ing|s)?[ \t]{1,3}on|run(?:ning|s)?[ \t]{1,3}on)[ \t]{1,3}(?:only[ \t]{1,3}|just[ \t]{1,3})?"
+               r"(?P<used>" + _EN_FEW + r")[ \t]{1,3}(?:out[ \t]{1,3})?of[ \t]{1,3}(?:the[ \t]{1,3}|my[ \t]{1,3}|our[ \t]{1,3}|its[ \t]{1,3}|all[ \t]{1,3})?"
+               + _EN_FEW + r"[ \t]{1,3}(?:[\w-]{1,14}[ \t]{1,3}){0,2}(?:GPUs|gpus|cards|devices)\b|"
+               r"(?<![\w.])(?P<used2>" + _EN_FEW + r")[ \t]{1,3}(?:out[ \t]{1,3})?of[ \t]{1,3}(?:the[ \t]{1,3}|my[ \t]{1,3}|our[ \t]{1,3}|its[ \t]{1,3}|all[ \t]{1,3})?"
+               + _EN_FEW + r"[ \t]{1,3}(?:[\w-]{1,14}[ \t]{1,3}){0,2}(?:GPUs|gpus|cards|devices)[ \t]{1,3}(?:are|were|get|got)[ \t]{1,3}(?:used|in[ \t]use|utili[sz]ed)\b", _I),
+    re.compile(r"\b(?:use|uses|using|used|train(?:ing|s)?[ \t]{1,3}on|run(?:ning|s)?[ \t]{1,3}on)[ \t]{1,3}(?:only[ \t]{1,3}|just[ \t]{1,3})?"
+               r"(?P<used>" + _EN_FEW + r")[ \t]{1,3}of[ \t]{1,3}them\b", _I),
+]
+def _the_failed_run(text: str, found: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Of counts that disagree, those of the run that failed, when the words tell it apart; else all of them:
+    not one that works ("单卡能跑", "with 2 GPUs it fits"), not one from before or after ("以前两张就够了", "后来换
+    5 张也一样"), and one in a sentence that says the failure over one in a sentence that says none."""
+    steps = (
+        lambda p: not runs.worked(runs.around(text, p, runs.CLAUSE_END)),
+        lambda p: not runs.OTHER_RUN.search(runs.around(text, p, runs.CLAUSE_END)),
+        lambda p: bool(runs.FAILS.search(runs.around(text, p, runs.SENTENCE_END))),
+    )
+    for keep in steps:
+        if len({n for n, _, _ in found}) <= 1:
+            break
+        kept = [f for f in found if keep(f[1])]
+        if kept:
+            found = kept
+    return found
+
+
+def _subsets(text: str) -> list[tuple[int, re.Match]]:
+    out = []
+    for pattern in _SUBSET:
+        for m in pattern.finditer(text):
+            word = m.group("used") or m.groupdict().get("used2")
+            n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
+            if n:
+                out.append((n, m))
+    return out
 
 
 def _nodes(text: str) -> int | None:
@@ -258,12 +307,19 @@ def _visible(text: str, counts: _Counts) -> None:
 
 
 def _words(text: str, counts: _Counts) -> None:
+    subsets = _subsets(text)
+    # A count in the sentence of a subset is the whole that the cards in use were picked from.
+    picked_from = [runs.around(text, m.start(), runs.SENTENCE_END) for _, m in subsets]
+    direct: list[tuple[int, int, str]] = []
     for pattern in _PROSE:
         for m in pattern.finditer(text):
             word = m.group(1)
             n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
             around = text[max(0, m.start() - 24): m.end() + 16]
             if n is None or _NOT_A_COUNT.search(m.group(0)):
+                continue
+            if any(s.start() <= m.start() < s.end() for _, s in subsets) or \
+                    subsets and runs.around(text, m.start(), runs.SENTENCE_END) in picked_from:
                 continue
             if _per_node(text, m):
                 # A count per machine is the job's only once the machines are known: 2 machines x 8 = 16.
@@ -273,7 +329,32 @@ def _words(text: str, counts: _Counts) -> None:
             if re.search(r"\d\s{0,2}(?:nodes?|机|台)", around) and not _TOTAL_BEFORE.search(text[max(0, m.start() - 12): m.start(1)]):
                 counts.add(3, None, "a count per node on several nodes")
                 continue
-            counts.add(3, n, m.group(0).strip())
+            direct.append((n, m.start(), m.group(0).strip()))
+    direct += [(n, m.start(), m.group(0).strip()) for n, m in subsets]
+    for n, _, detail in _the_failed_run(text, direct):
+        counts.add(3, n, detail)
+
+
+# Machines said in words that name them as machines: "两台机器", "4 个节点", "2 nodes", "two machines", "双机各 8 卡"
+# (English "servers"/"hosts" may be a rollout or inference server's; "第二台" names one machine, not how many).
+# Only several: one machine is what is assumed without a word, and "one node failed" names a machine of many.
+_MACHINES = re.compile(r"(?<![A-Za-z0-9_.])(?<!第)(?<!第[ \t])(\d{1,4}|two|three|four|eight|sixteen|[两二双三四五六七八]|十六)[ \t-]{0,2}"
+                       r"(?:台[ \t]{0,2}(?:机器|服务器|节点|主机)|个[ \t]{0,2}(?:节点|机器|服务器)|节点|"
+                       r"机(?=[ \t]{0,2}(?:各|每|\d|[一两二三四五六七八][ \t]{0,2}(?:卡|张)))|nodes?\b|machines?\b)", _I)
+
+
+def _machines_in_words(text: str) -> tuple[int, str] | None:
+    found = {}
+    printed = [(m.start(), m.end()) for m in _DS_ESTIMATE.finditer(text)]
+    for m in _MACHINES.finditer(text):
+        if any(a <= m.start() < b for a, b in printed):
+            continue  # DeepSpeed's memory estimate prints the set-up it assumed, not the job's
+        word = m.group(1)
+        n = int(word) if word.isdigit() else _ZH_NUM.get(word) or _EN_NUM.get(word.lower())
+        if not n or n < 2 or _PER_NODE_AFTER.search(text[m.end(): m.end() + 24]):
+            return None  # "8 GPUs per node" is no count of nodes, and an unreadable one leaves it open
+        found.setdefault(n, m.group(0))
+    return next(iter(found.items())) if len(found) == 1 else None
 
 
 def _one(values: list[int | None]) -> int | None:
@@ -332,4 +413,9 @@ def extract(text: str) -> Iterator[Finding]:
     decided = counts.decide()
     if decided:
         yield decided
-    yield from _machines(text, names)
+    launched_nodes = False
+    for finding in _machines(text, names):
+        launched_nodes |= finding.name == "dist.num_nodes"
+        yield finding
+    if not launched_nodes and (said := _machines_in_words(text)) is not None:
+        yield Finding("dist.num_nodes", *said)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from . import Finding, snippet, unknown
+from . import Finding, runs, snippet, unknown
 
 NAME = "sentence"
 PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.batch_size",
@@ -32,6 +32,8 @@ _FROM_TO = (r"\s{0,3}(?:从|from)\s{0,3}\d{1,6}\s{0,2}k?\s{0,3}(?:降到|减到|
 # What stands between a setting named in words and its value: "梯度累积设成 8", "lora rank is 64", "num_workers 开到 16".
 _SET_TO = (r"\s{0,3}(?:=|:|：|of|is|was|为|是|设|设为|设成|设置为|设置成|改成|改为|调到|调成|开到|用的?是?|"
            r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)?\s{0,3}")
+# What an evaluation set's size counts: its items, whatever they are called (not tokens, GPUs or steps).
+_ITEMS = r"(?:samples|examples|rows|items|sentences|records|texts|documents|pairs|questions|prompts|conversations|images)\b"
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
     # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
@@ -40,14 +42,20 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # A model a LoRA run produced ("lora_model", "LoRA-merged") is not how this job trains.
     ("train.method", re.compile(r"(?<![A-Za-z])lora(?![A-Za-z])(?![-_ ]?(?:merged|model\b))|低秩", _I), "lora"),
     ("train.method", re.compile(r"\bfull[- ]?(?:parameter[- ])?(?:fine[- ]?tun\w{0,4}|ft|sft|training)\b|全参|全量", _I), "full"),
+    # Every weight trained, said in words: "pre-training of all weights", "fine-tuning all the parameters", "all parameters are
+    # trainable", "所有参数都参与训练" (not "all weights frozen", nor loading or saving all of them).
+    ("train.method", re.compile(r"\b(?:train(?:s|ed|ing)?|tun(?:e|es|ed|ing)|fine-?tun(?:e|es|ed|ing)|pre-?train(?:s|ed|ing)?|updat(?:e|es|ed|ing))"
+                                r"\s{1,3}(?:of\s{1,3})?all\s{1,3}(?:of\s{1,3})?(?:the\s{1,3}|its\s{1,3}|the\s{1,3}model'?s\s{1,3})?(?:weights|parameters|params)\b|"
+                                r"\ball\s{1,3}(?:the\s{1,3}|of\s{1,3}the\s{1,3})?(?:model'?s\s{1,3})?(?:weights|parameters|params)\s{1,3}(?:are|were)\s{1,3}(?:trainable|trained|updated)\b|"
+                                r"(?:所有|全部)\s{0,2}(?:的)?\s{0,2}(?:参数|权重)\s{0,2}(?:都)?\s{0,2}(?:参与)?\s{0,2}(?:训练|更新|可训练)", _I), "full"),
     ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
     # A from-to phrase states the value now in use: "cutoff_len 从 8192 降到 6144", "batch size from 8 to 2".
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval )(?<!评估)(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs|批大小)"
-                                    + _FROM_TO + r"(\d{1,4})(?![\d.])(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
+                                    + _FROM_TO + r"(\d{1,4})(?!\d|[./-]\d)(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
     # An evaluation batch ("per_device_eval_batch_size 8", "eval batch 32") is not the training one.
-    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?![\d.])|"
-                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+    ("train.eval_batch_size", re.compile(r"\b(?:eval|evaluation|validation)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?batch[- _]?size\s{0,3}(?:of\s{1,3}|=\s{0,2})?(\d{1,4})(?!\d|[./-]\d)|"
+                                         r"(?:评估|验证)\s{0,2}(?:的)?\s{0,2}(?:batch(?:[ _]?size)?|批大小)\s{0,3}(?:=|:|：|为|是|用)?\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval-)(?<!eval )(?<!test_)(?<!predict_)"
                                     r"(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs)"
                                     r"\s{0,3}(?:=|:|of|is|为|是)?\s{0,3}(\d{1,4})\b(?!\s{0,2}(?:gb|gib|g|k|tokens?)\b)", _I), int),
@@ -56,7 +64,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                     # "batch 设 1", "batch size 调小到 2", "bs 减小到 1", "batch 加到 16"
                                     r"设|调小到|调小为|调低到|调大到|改到|减小到|减少到|缩小到|缩到|加到|增加到|增大到|提高到|升到|"
                                     r"(?:is\s{1,3}|was\s{1,3})?(?:set\s{1,3}to|lowered\s{1,3}to|reduced\s{1,3}to|down\s{1,3}to))?"
-                                    r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+                                    r"\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|cutoff[- _]?len|"
                                  r"max[- _]seq[- _]len(?:gth)?|序列长度|上下文长度)" + _FROM_TO + r"(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?\b", _I), "seq"),
     ("train.seq_len", re.compile(r"(?<![A-Za-z])(?:seq(?:uence)?[- _]?(?:len(?:gth)?)?|(?:model[- _])?max[- _]?len(?:gth)?|ctx|context(?:[- _]length)?|cutoff[- _]?len"
@@ -68,7 +76,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                  r"max[- _]seq(?:uence)?[- _]len(?:gth)?|cutoff[- _]?len|block[- _]?size|context[- _]length|序列长度|上下文长度|最大长度|上下文|长度)\s{0,3}(?:都|也|已经|统一)?\s{0,2}"
                                  r"(?:设|设成|设为|设置为|设置成|设置到|改成|改为|改到|调到|调成|调为|拉到|开到|加到|增加到|提到|提高到|升到|降到|减到|缩到|缩短到|用的?是?|"
                                  r"(?:is\s{1,3}|was\s{1,3}|been\s{1,3})?(?:set|raised|increased|bumped|lowered|reduced|cut|changed|extended)\s{1,3}to)"
-                                 r"\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?(?![\d.A-Za-z])", _I), "seq"),
+                                 r"\s{0,3}(\d{1,3}(?:,\d{3})?|\d{1,6})\s{0,2}(k)?(?!\d|\.\d|[A-Za-z])", _I), "seq"),
     # "4096 tokens", "sequences of 1024 tokens": a length in tokens, not an amount of data ("trained on 500k tokens").
     ("train.seq_len", re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})?|\d{2,6})\s{0,2}(k)?[- ]?tokens?\b", _I), "seq_tokens"),
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
@@ -114,6 +122,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # Pre-training as the job, not a pre-trained model: "continued pre-training", "增量预训练", "做预训练".
     ("train.objective", re.compile(r"\b(?:continued|continual|continuing|further)\s{1,3}pre-?training\b|\bpre-?training\s{1,3}from\s{1,3}scratch\b|"
                                    r"(?:增量|继续|二次|持续)\s{0,2}预训练|(?:在做|做|跑|进行)\s{0,2}(?:增量\s{0,2})?预训练(?!\s{0,2}(?:的)?\s{0,2}(?:模型|权重))", _I), "pretrain"),
+    # 预训练 as a noun is the job ("全量预训练 baichuan", "做全参数的预训练（stage pt）", "预训练阶段") unless it qualifies a model,
+    # weights or data ("预训练模型", "预训练好的权重", "预训练语料"); in English the job needs a word that makes it one
+    # ("pre-training of all weights", "pre-training a 7B model", "I'm pre-training", "pretraining run"), not "pre-trained model".
+    ("train.objective", re.compile(r"(?<!未)(?<!经过)预训练(?!\s{0,2}(?:好|过|完|后)?\s{0,2}(?:的)?\s{0,2}(?:模型|权重|参数|checkpoint|ckpt|版本|基座|底座|语料|数据|corpus|model))|"
+                                   r"\bpre-?training\s{1,3}(?:of|on)\s{1,3}(?:all|the\s{1,3}(?:whole|full|entire)|an?\s{1,3}\S)|"
+                                   r"\bpre-?training\s{1,3}(?:a|an|my|our)\s{1,3}(?:\d{1,4}(?:\.\d)?\s{0,1}[BbMm]\b|[\w.-]{1,24}\s{1,3}model\b|model\b)|"
+                                   r"\b(?:i'm|i\s{1,3}am|we're|we\s{1,3}are|while|when)\s{1,3}pre-?training\b|\bpre-?training\s{1,3}(?:run|job|script|stage)\b", _I), "pretrain"),
     # Where RL rollouts are generated, in words: "vLLM colocate mode", "colocated vLLM", "与训练共用 GPU 的 vLLM";
     # "trl vllm-serve", "a vLLM server", "vLLM 服务".
     ("rl.vllm", re.compile(r"(?<![A-Za-z])vllm(?![A-Za-z])[ \t_-]{0,3}(?:in[ \t]{1,3})?(?:colocated?|colocation)(?![A-Za-z])|"
@@ -142,7 +157,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # vLLM's share of the card in words: "vllm_gpu_memory_utilization is left at its default of 0.9", "gpu_memory_utilization 设成 0.5".
     ("rl.vllm_memory_share", re.compile(r"(?<![A-Za-z])(?:vllm_)?gpu[_ ]memory[_ ]utili[sz]ation\s{0,3}(?:is\s{1,3}|was\s{1,3})?"
                                         r"(?:(?:left|kept|set)\s{1,3}(?:at|to)\s{1,3})?(?:its\s{1,3}|the\s{1,3})?(?:default\s{1,3}(?:of\s{1,3}|value\s{1,3}(?:of\s{1,3})?)?)?"
-                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|\.\d)", _I), "share"),
+                                        r"(?:=|:|：|为|是|设成|设为|设置为|改成|调到|of)?\s{0,3}(0?\.\d{1,3}|1\.0{1,3})(?!\d|[./-]\d)", _I), "share"),
     ("log.notebook", re.compile(r"\bjupyter\b|\bnotebook\b|\bcolab\b|\bipykernel\b|\.ipynb\b", _I), True),
     ("log.memory_grows", re.compile(r"memory (?:usage )?(?:keeps|kept|is|was) (?:growing|increasing|rising|going up)|memory (?:grows|increases|creeps)|"
                                     r"(?:grows|increases|creeps up) (?:every|each|after each|with each|over) (?:step|iteration|epoch|time)|"
@@ -186,12 +201,20 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
                          r"\s{1,3}(?:is|are|gets|get|was|were)\s{1,3}(?:being\s{1,3})?sav(?:ed|ing)\b|"
                          r"(?:保存|存)\s{0,2}(?:模型|检查点|checkpoint|ckpt|权重)?\s{0,2}(?:时|的时候)|(?:save|saving)\s{0,2}(?:checkpoint|ckpt|model)?\s{0,2}(?:时|的时候|阶段)", _I), "saving"),
-    ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b|"
+    ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b(?![-_ ]{1,2}(?:set|split|dataset|data)\b)|"
                          r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
                          # "whenever the trainer evaluates", "一到 evaluate 就"
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
                          r"(?:evaluat(?:es|e|ing)|runs\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation))\b|"
                          r"(?:一到|到了|一进入?|进入|一跑|刚进入?|一开始|刚开始)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)|"
+                         # the failure the moment evaluation ends, when its predictions are gathered: "评估一结束就爆显存",
+                         # "验证快结束时 OOM", "as evaluation finishes it runs out of memory", "at the end of the eval loop"
+                         r"(?:评估|验证|预测|eval(?:uate|uation)?|validation)\s{0,2}(?:(?:一|刚)\s{0,2}(?:结束|完成|跑完|做完)\s{0,2}就|(?:快)?\s{0,2}(?:结束|完成|跑完)\s{0,2}(?:时|的时候))"
+                         r"\s{0,3}(?:就\s{0,2})?(?:爆|OOM|显存(?:不足|不够|溢出)|报错|挂)|"
+                         r"\b(?:right\s{1,3}|just\s{1,3})?(?:as|when|once)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation|prediction)(?:\s{1,3}loop)?\s{1,3}"
+                         r"(?:finishes|finished|ends|ended|completes|completed|is\s{1,3}(?:done|finishing|ending))\W{0,3}(?:it|we|I|the\s{1,3}(?:job|process|run))?\s{0,3}"
+                         r"(?:runs?\s{1,3}out|ran\s{1,3}out|OOMs?|OOMed|goes\s{1,3}OOM|went\s{1,3}OOM|crash(?:es|ed)|dies|died)\b|"
+                         r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?end\s{1,3}of\s{1,3}(?:the\s{1,3}|an?\s{1,3}|each\s{1,3}|every\s{1,3})?(?:eval|evaluation|validation|prediction)(?:\s{1,3}(?:loop|run|phase|step))?\b|"
                          # "as soon as evaluation starts", "once validation kicks in", "the moment eval begins"
                          r"\b(?:as\s{1,3}soon\s{1,3}as|once|whenever|the\s{1,3}moment)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|validation)(?:\s{1,3}(?:loop|phase|step))?\s{1,3}"
                          r"(?:starts|started|begins|began|kicks\s{1,3}in|kicked\s{1,3}in|runs|ran)\b|"
@@ -208,6 +231,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"加载\s{0,2}(?:模型|checkpoint(?:\s{0,2}shards)?|权重)?\s{0,2}(?:时|的时候|过程中|期间|到一半|阶段)|"
                          # "加载到第 18 个分片的时候": loading the checkpoint's shards
                          r"加载到\s{0,2}第\s{0,2}\d{1,4}\s{0,2}个?\s{0,2}(?:分片|shard)|一加载\s{0,2}(?:模型|权重|checkpoint)?\s{0,2}(?:进程)?\s{0,2}就|"
+                         # what loading itself takes: "模型加载进内存最高要占 62G", "加载权重到显存时就爆了", "loading the model into RAM takes 60 GB"
+                         # (not what comes after it: "模型加载进内存后", "after loading the model into RAM")
+                         r"(?:(?:模型|权重|checkpoint|ckpt)\s{0,2}(?:在)?\s{0,2}加载|加载\s{0,2}(?:模型|权重|checkpoint|ckpt))\s{0,2}(?:进|到|至)\s{0,2}(?:内存|CPU|显存|GPU|显卡)"
+                         r"\s{0,2}(?:里|中|上)?\s{0,2}(?:时|的时候|过程中|期间|阶段|最高|峰值|就|要|需要|直接|占|都|会)|"
+                         r"\bloading\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|weights|checkpoint)\s{1,3}(?:in)?to\s{1,3}(?:the\s{1,3})?(?:ram|memory|cpu|host|gpu|vram)\b"
+                         r"(?:\s{1,3}memory)?\s{1,3}(?:alone\s{1,3})?(?:takes|uses|needs|peaks|eats|fills|consumes|requires)\b|"
+                         r"\b(?:model|weights?|checkpoint)\s{1,3}loading\s{1,3}(?:alone\s{1,3})?(?:takes|uses|needs|peaks|eats|fills|consumes|requires)\b|"
                          # before the weights reach the card: "模型还没放到 GPU 上", "weights not yet moved to the GPU"
                          r"(?:模型|权重|参数)\s{0,2}(?:都|也)?\s{0,2}还\s{0,2}没(?:有)?\s{0,2}(?:放|加载|搬|移|拷|load|to)\s{0,2}(?:到|进|上)\s{0,2}(?:GPU|显卡|卡|cuda)|"
                          r"\bbefore\s{1,3}(?:the\s{1,3})?(?:model|weights)\s{1,3}(?:is|are|was|were|even\s{1,3}gets?|gets?|got)\s{1,3}(?:even\s{1,3})?(?:moved|put|sent|copied|loaded)\s{1,3}(?:on|to|onto)\s{1,3}(?:the\s{1,3})?(?:gpus?|cuda|device)\b|"
@@ -251,20 +281,30 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # The training images' side: "图片分辨率 1024", "image size 448", "448x448 images", "分辨率 1344×1344" (a non-square size says no one side).
     ("train.image_size", re.compile(r"""(?:(?<![\w"'])(?:image|img|picture)s?[- ]?(?:size|resolution|side)(?![\w"'])|"""
                                     r"(?:图片|图像|输入图片?)\s{0,2}(?:尺寸|分辨率|大小|边长)|分辨率)" + _SET_TO +
-                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?![\d.])(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
-                                    r"(?<![\w.])(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})\s{0,2}(?:px\s{0,2}|pixels?\s{1,3}|像素\s{0,2})?(?:的\s{0,2})?(?:\bimages?\b|\bpictures?\b|\bphotos?\b|图片|图像)", _I), "image_side"),
+                                    r"(\d{2,5})(?:\s{0,2}[x×*]\s{0,2}(\d{2,5}))?(?!\d|[./-]\d)(?!\s{0,2}(?:tokens?|images?|张|MB|KB|GB|M\b|K\b))|"
+                                    r"(?<![\w.])(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})\s{0,2}(?:px\s{0,2}|pixels?\s{1,3}|像素\s{0,2})?(?:的\s{0,2})?(?:\bimages?\b|\bpictures?\b|\bphotos?\b|图片|图像)|"
+                                    # the images named first: "4 images at 768x768", "photos of 1024×1024", "图片都是 768*768" (not "resized to")
+                                    r"\b(?:images?|pictures?|photos?)\s{1,3}(?:at|of|sized|in)\s{1,3}(?:a\s{1,3})?(?:resolution\s{1,3}(?:of\s{1,3})?)?(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})(?!\d|\.\d)|"
+                                    r"(?:图片|图像)\s{0,2}(?:都|也)?\s{0,2}(?:是|为)\s{0,2}(\d{2,5})\s{0,2}[x×*]\s{0,2}(\d{2,5})(?!\d|\.\d)", _I), "image_side"),
     # Images in one training example: "4 images per sample", "each example has 8 images", "每条样本 4 张图".
     ("train.images_per_sample", re.compile(r"(?<![\w.])(\d{1,3})\s{1,3}images?\s{1,3}(?:per|in\s{1,3}each|for\s{1,3}each|in\s{1,3}every)\s{1,3}(?:sample|example|conversation|row|item|prompt)\b|"
                                            r"\b(?:each|every)\s{1,3}(?:sample|example|conversation|row|item)\s{1,3}(?:has|contains|includes|carries)\s{1,3}(?:up\s{1,3}to\s{1,3})?(\d{1,3})\s{1,3}images?\b|"
                                            r"(?:每条|每个|每一条|每一个|单条|一条)\s{0,2}(?:训练)?\s{0,2}(?:样本|数据|对话|样例)\s{0,2}(?:都)?\s{0,2}(?:有|含|包含|带|带有)?\s{0,2}(?:最多)?\s{0,2}"
                                            r"(\d{1,3}|[一两二三四五六七八九十])\s{0,2}(?:张|幅)\s{0,2}(?:图|图片|图像)", _I), "small_count"),
     ("eval.compute_metrics", re.compile(r"\bcompute_(?:metrics?|accuracy)\b", _I), True),
+    # The evaluation set's size with its noun: "an evaluation set of 469,530 sentences", "the validation set has 12k examples"
+    # is read below by _EVAL_SET; here the count before the words.
     ("eval.samples", re.compile(r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,2}(?:eval(?:uation)?|validation|val|dev)\s{1,2}"
-                                r"(?:samples|examples|rows|items)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
+                                r"(?:samples|examples|rows|items|sentences|records|texts|documents|pairs|questions|prompts)\b|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}(\d{1,7})(?![\d.,])"
                                 # a count of samples, not of tokens, GPUs or steps, and never the first digits of a longer number
                                 r"(?=\s{0,2}(?:条|个|样本|samples|examples))|(?:评估集|验证集)\s{0,3}(?:有|为|共|是)?\s{0,3}"
                                 r"(\d{1,7})(?![\d.,])(?!\s{0,2}[\w%])",
                                 _I), "count"),
+    ("eval.samples", re.compile(r"\b(?:eval(?:uation)?|validation|val|dev)(?:[- _](?:set|split|dataset|data)|\s{1,3}dataset)\s{1,3}(?:of|with|has|had|contains|containing|holds|is)?"
+                                r"\s{0,3}(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,3}" + _ITEMS + r"|"
+                                r"\b(\d{1,3}(?:,\d{3}){1,2}|\d{1,7})\s{1,3}" + _ITEMS + r"\s{1,3}(?:in|for)\s{1,3}(?:the\s{1,3}|my\s{1,3}|our\s{1,3})?"
+                                r"(?:eval(?:uation)?|validation|val|dev)(?:[- _](?:set|split|dataset|data)|\s{1,3}dataset)\b|"
+                                r"(?<![\d.,])(\d{1,7})\s{0,2}(?:条|个)\s{0,2}(?:的)?\s{0,2}(?:评估|验证)\s{0,2}(?:数据|样本|集)", _I), "count"),
     ("eval.enabled", re.compile(r"\beval(?:uation)?\s{1,3}(?:runs|ran|starts|started|is\s{1,3}on|is\s{1,3}enabled)\b|开启(?:了)?评估", _I), True),
     ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:first\s{1,3}|an?\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
     ("log.after_steps", re.compile(r"\b(?:at|after)\s{1,3}step\s{1,3}\d{1,7}\b|\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}\d{1,7}\s{0,2}步|"
@@ -300,13 +340,13 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # DataLoader workers; not preprocessing_num_workers, the processes that tokenise the dataset.
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,2}[=:]\s{0,2}(\d{1,3})\b", _I), int),
     ("data.num_workers", re.compile(r"(?<![\w-])(?:dataloader[_-])?num[_-]workers\s{0,3}(?:is|was|为|是|设|设为|设成|设置为|改成|调到|开到|"
-                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?![\d.])", _I), int),
+                                    r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)\s{0,3}(\d{1,3})(?!\d|[./-]\d)", _I), int),
     # Gradient accumulation in words: "梯度累积设成 8", "gradient accumulation steps of 16", "grad accum 4".
     ("train.grad_accum", re.compile(r"(?<![A-Za-z])(?:gradient|grad)[-_ ]?(?:accumulation|accum|acc)(?:[-_ ]?steps?)?" + _SET_TO +
-                                    r"(\d{1,4})(?![\d.])|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?![\d.])", _I), int),
+                                    r"(\d{1,4})(?!\d|[./-]\d)|梯度累[积加](?:步数)?" + _SET_TO + r"(\d{1,4})(?!\d|[./-]\d)", _I), int),
     # datasets' map processes, in words: "preprocessing_num_workers 设成 256", "preprocessing_num_workers=64".
     ("data.preprocessing_workers", re.compile(r"(?<![\w-])preprocessing[_-]num[_-]workers\s{0,2}(?:=|:|：|is|of|to|为|是|设成|设为|设置为|设置成|改成|开到)?"
-                                              r"\s{0,3}(\d{1,4})(?![\d.])", _I), int),
+                                              r"\s{0,3}(\d{1,4})(?!\d|[./-]\d)", _I), int),
     # The machine's RAM in words: "960 GB RAM", "RAM: 64GB", "512GB of system memory", "内存 320g", "CPU内存（252G）".
     ("host.ram_total_gib", re.compile(r"(?<![\w.])(\d{1,5}(?:\.\d)?)\s{0,2}(g|gb|gib|t|tb|tib)\s{0,2}(?:of\s{1,3})?"
                                       r"(?:(?:system|host|cpu|main)\s{1,3}(?:ram|memory)|ram|memory\s{0,2}\(ram\))(?![A-Za-z])|"
@@ -320,8 +360,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("eval.steps", re.compile(r"(?<![A-Za-z])eval[_ ]steps\s{0,2}(?:[=:：]|is|正好也是|也是|正好是|是|为)?\s{0,2}(\d{1,7})\b", _I), "count"),
     ("lora.rank", re.compile(r"\b(?:lora[- _]?)?(?:rank|r)\s{0,2}(?:=|:)\s{0,2}(\d{1,4})\b", _I), int),
     # The rank beside the word LoRA: "lora rank 设成 64", "LoRA 秩 16", "a LoRA of rank 64", "rank-16 LoRA", "rank 128 的 LoRA".
-    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?![\d.])|"
-                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?![\d.])|"
+    ("lora.rank", re.compile(r"(?<![A-Za-z])lora[-_ ]?(?:rank|秩)" + _SET_TO + r"(\d{1,4})(?!\d|[./-]\d)|"
+                             r"(?<![A-Za-z])lora\s{1,3}(?:of|with|at)\s{1,3}(?:a\s{1,3})?rank\s{0,3}(?:of\s{1,3})?(\d{1,4})(?!\d|[./-]\d)|"
                              r"\brank-(\d{1,4})\s{0,2}lora(?![A-Za-z])|\brank\s{0,2}(\d{1,4})\s{0,2}的\s{0,2}lora(?![A-Za-z])", _I), int),
 ]
 
@@ -340,6 +380,25 @@ _EVAL_BEFORE = re.compile(r"(?:\beval\w{0,6}|\bvalidation|评估|验证)\s{1,3}(
 
 def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
     return fact == "train.batch_size" and bool(_EVAL_BEFORE.search(text[max(0, match.start() - 32):match.start()]))
+
+
+# A stage said to work or be done is another run than the one that failed: "预训练和 SFT 都能跑，DPO 就 OOM",
+# "PPO works fine, GRPO runs out of memory", "预训练跑完了，SFT 的时候爆显存".
+# The same for a setting's value: "batch size 4 works, batch size 8 runs out" (the reader goes on to the next mention).
+OF_A_RUN = {"train.objective", "train.batch_size", "train.seq_len", "train.grad_accum", "lora.rank", "dist.zero_stage",
+            "train.eval_batch_size", "rl.num_generations", "train.image_size", "train.images_per_sample", "data.num_workers"}
+
+
+def _of_another_run(fact: str, match: re.Match, text: str) -> str | None:
+    """'worked' for a mention in a clause that says its run worked, 'other' when that run is also from before or
+    after ("之前 batch 开到 3 都能跑"); None otherwise. A run that worked may still be the only one the text gives a
+    value for ("batch size 4 runs fine for 200 steps, then OOMs"): that value stands when no other mention does."""
+    if fact not in OF_A_RUN:
+        return None
+    clause = runs.around(text, match.start(), runs.CLAUSE_END, 120)
+    if not runs.worked(clause):
+        return None
+    return "other" if runs.OTHER_RUN.search(clause) else "worked"
 
 
 # ... or a switching-off right after it: "deepspeed 也关了", "DeepSpeed disabled", "turned DeepSpeed off".
@@ -471,6 +530,7 @@ def extract(text: str) -> Iterator[Finding]:
         yield Finding("gpu.name", *bare)
     text = prose(text)
     best: dict[str, tuple[int, int, object, re.Match]] = {}
+    worked: dict[str, tuple[int, int, object, re.Match]] = {}
     for order, (fact, pattern, kind) in enumerate(_PATTERNS):
         names = 0
         for match in pattern.finditer(text):
@@ -481,9 +541,16 @@ def extract(text: str) -> Iterator[Finding]:
             if names > MAX_NAMES_SKIPPED:
                 break
             value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) else _value(kind, match, text)
-            if value is not None:
+            if value is None:
+                continue
+            another = _of_another_run(fact, match, text)
+            if another == "worked":
+                worked.setdefault(fact, (match.start(), order, value, match))
+            if another is None:
                 best[fact] = (match.start(), order, value, match)
                 break
+    for fact, mention in worked.items():
+        best.setdefault(fact, mention)
     plain = _plain_launch(text) if "dist.strategy" not in best else None
     if plain is not None:
         best["dist.strategy"] = (plain.start(), len(_PATTERNS), "ddp", plain)
