@@ -21,6 +21,10 @@ MIN_SAVING_SHARE = 0.02
 # The phase a failure happened in, as the estimate's moment of the step.
 FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation", "optimizer": "optimizer step"}
 MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate", "optimizer step": "optimizer"}
+# A rule that names a remedy with this priority or more names the fix for exactly the situation seen (TensorFlow's
+# memory growth, the line that upcast the model): it comes first, whatever the estimate, which does not see that
+# situation, says about what fits.
+EXACT_FIX_PRIORITY = 80
 # Moments that come after the step's forward and backward: a failure there shows those fitted, so whether the
 # set-up fits is judged at the moment that failed, not at an activation peak the run already got past.
 AFTER_BACKWARD = {"optimizer step"}
@@ -122,6 +126,8 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
+    exact = {c.target for c in result.of_kind("recommend") if c.weight >= EXACT_FIX_PRIORITY}
+    out.sort(key=lambda p: p.remedy not in exact)
     # What the set-up has by its own rule (a toolkit that checkpoints unless told not to) is only worth checking
     # once everything else is tried: its config, unseen, might switch it off, but that is not the likely story.
     held = _held(stated)
