@@ -62,8 +62,14 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy.whatif:
                 scores[remedy.id] = 0.1 - index * 1e-4
     # A rule that names the remedy for exactly this situation (TensorFlow's memory growth) outweighs a cause's list.
+    # Short of an exact fix, a recommendation reorders the remedies of causes of about equal weight; it does not lift
+    # the remedy of a clearly weaker cause over the likeliest cause's first remedy: the likeliest cause is fixed first.
     for conclusion in result.of_kind("recommend"):
-        scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+        boosted = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+        ceiling = _recommendation_ceiling(conclusion, diagnoses, kb)
+        if ceiling is not None:
+            boosted = min(boosted, max(scores.get(conclusion.target, 0.0), ceiling))
+        scores[conclusion.target] = boosted
     stated = values
     if current is not None:
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
@@ -133,6 +139,29 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
     held = _held(stated)
     out.sort(key=lambda p: _only_sets_held(kb.remedies[p.remedy], held))
     return out[:limit]
+
+
+# How much likelier the top cause must be than the cause a recommendation serves before it keeps its first place.
+CLEARLY_LIKELIER = 0.15
+
+
+def _recommendation_ceiling(conclusion, diagnoses: list[Diagnosis], kb: KnowledgeBase) -> float | None:
+    """The score a recommended remedy may reach: just below the likeliest cause's first remedy when the cause it
+    serves (what its rule concludes, else the likeliest cause that lists it) is clearly less likely; else no limit."""
+    if conclusion.weight >= EXACT_FIX_PRIORITY or not diagnoses or diagnoses[0].confidence < MIN_CONFIDENCE:
+        return None
+    top = diagnoses[0]
+    if conclusion.target in kb.scenarios[top.scenario].remedies:
+        return None
+    confidence = {d.scenario: d.confidence for d in diagnoses}
+    served = [a.target for a in conclusion.firing.rule.then if a.kind == "conclude"]
+    if not served:
+        served = [d.scenario for d in diagnoses if conclusion.target in kb.scenarios[d.scenario].remedies]
+    if not served:
+        return None
+    if top.confidence - max(confidence.get(s, 0.0) for s in served) < CLEARLY_LIKELIER:
+        return None
+    return top.confidence - 1e-3
 
 
 def _absent_means(values: dict[str, Any]) -> dict[str, Any]:
