@@ -111,7 +111,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
                   and not _misses_the_engine(current, stated))
     if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and stated.get("log.after_steps") is not True:
+    elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and not _steps_fitted(stated, values):
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
@@ -162,6 +162,14 @@ def _recommendation_ceiling(conclusion, diagnoses: list[Diagnosis], kb: Knowledg
     if top.confidence - max(confidence.get(s, 0.0) for s in served) < CLEARLY_LIKELIER:
         return None
     return top.confidence - 1e-3
+
+
+def _steps_fitted(stated: dict[str, Any], values: dict[str, Any]) -> bool:
+    """Whether training steps are known to have run before the failure: steps done, or a failure in (or right after)
+    the evaluation that training runs between its steps, unless the text says no step completed."""
+    if stated.get("log.after_steps") is not None:
+        return stated["log.after_steps"] is True
+    return values.get("phase") == "evaluation" or stated.get("log.after_eval") is True
 
 
 def _absent_means(values: dict[str, Any]) -> dict[str, Any]:
