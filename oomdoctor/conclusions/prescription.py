@@ -25,6 +25,8 @@ MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts"
 # memory growth, the line that upcast the model): it comes first, whatever the estimate, which does not see that
 # situation, says about what fits.
 EXACT_FIX_PRIORITY = 80
+# Objectives whose point is to train every weight (continued pre-training).
+TRAINS_EVERY_WEIGHT = {"pretrain"}
 # Moments that come after the step's forward and backward: a failure there shows those fitted, so whether the
 # set-up fits is judged at the moment that failed, not at an activation peak the run already got past.
 AFTER_BACKWARD = {"optimizer step"}
@@ -134,6 +136,10 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         out.sort(key=lambda p: (-p.score, p.remedy))
     exact = {c.target for c in result.of_kind("recommend") if c.weight >= EXACT_FIX_PRIORITY}
     out.sort(key=lambda p: p.remedy not in exact)
+    # A remedy that trains something else than the objective is about (adapters for a run that pre-trains every
+    # weight) is another run, not a fix: it comes after every remedy that keeps the run.
+    if stated.get("train.objective") in TRAINS_EVERY_WEIGHT:
+        out.sort(key=lambda p: _trains_adapters(kb.remedies[p.remedy]))
     # What the set-up has by its own rule (a toolkit that checkpoints unless told not to) is only worth checking
     # once everything else is tried: its config, unseen, might switch it off, but that is not the likely story.
     held = _held(stated)
@@ -162,6 +168,12 @@ def _recommendation_ceiling(conclusion, diagnoses: list[Diagnosis], kb: Knowledg
     if top.confidence - max(confidence.get(s, 0.0) for s in served) < CLEARLY_LIKELIER:
         return None
     return top.confidence - 1e-3
+
+
+def _trains_adapters(remedy) -> bool:
+    """Whether a remedy switches the run to training adapters (LoRA, QLoRA) instead of the weights."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return sets.get("train.method") in ("lora", "qlora")
 
 
 def _steps_fitted(stated: dict[str, Any], values: dict[str, Any]) -> bool:
