@@ -21,6 +21,12 @@ MIN_SAVING_SHARE = 0.02
 # The phase a failure happened in, as the estimate's moment of the step.
 FAILED_MOMENT = {"evaluation": "evaluation", "generate": "generation", "optimizer": "optimizer step"}
 MOMENT_PHASE = {"evaluation": "evaluation", "generation": "generate", "rollouts": "generate", "optimizer step": "optimizer"}
+# A rule that names a remedy with this priority or more names the fix for exactly the situation seen (TensorFlow's
+# memory growth, the line that upcast the model): it comes first, whatever the estimate, which does not see that
+# situation, says about what fits.
+EXACT_FIX_PRIORITY = 80
+# Objectives whose point is to train every weight (continued pre-training).
+TRAINS_EVERY_WEIGHT = {"pretrain"}
 # Moments that come after the step's forward and backward: a failure there shows those fitted, so whether the
 # set-up fits is judged at the moment that failed, not at an activation peak the run already got past.
 AFTER_BACKWARD = {"optimizer step"}
@@ -58,8 +64,14 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
             if remedy.whatif:
                 scores[remedy.id] = 0.1 - index * 1e-4
     # A rule that names the remedy for exactly this situation (TensorFlow's memory growth) outweighs a cause's list.
+    # Short of an exact fix, a recommendation reorders the remedies of causes of about equal weight; it does not lift
+    # the remedy of a clearly weaker cause over the likeliest cause's first remedy: the likeliest cause is fixed first.
     for conclusion in result.of_kind("recommend"):
-        scores[conclusion.target] = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+        boosted = scores.get(conclusion.target, 0.0) + conclusion.weight / 100
+        ceiling = _recommendation_ceiling(conclusion, diagnoses, kb)
+        if ceiling is not None:
+            boosted = min(boosted, max(scores.get(conclusion.target, 0.0), ceiling))
+        scores[conclusion.target] = boosted
     stated = values
     if current is not None:
         # What the estimator assumed is what a remedy changes: halving an assumed batch of 1 is no change.
@@ -101,7 +113,7 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
                   and not _misses_the_engine(current, stated))
     if gpu_judges and not any(d.confidence >= MIN_CONFIDENCE for d in diagnoses[:3]):
         out.sort(key=lambda p: (not (p.after is not None and p.after.result.fits), p.after.result.per_gpu_gib if p.after else 1e9))
-    elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and stated.get("log.after_steps") is not True:
+    elif gpu_judges and False in (current.result.fits, fits_at(current, failed)) and not _steps_fitted(stated, values):
         # (Steps that completed say the set-up fitted: a misfit then comes from the estimate's assumptions,
         # and the diagnosis's order below decides, not what would make the estimate fit.)
         # What makes it fit comes first, then what can make it fit with other changes (no activation setting
@@ -122,11 +134,54 @@ def rank(diagnoses: list[Diagnosis], result: Result, kb: KnowledgeBase, values: 
         out.sort(key=key)
     else:
         out.sort(key=lambda p: (-p.score, p.remedy))
+    exact = {c.target for c in result.of_kind("recommend") if c.weight >= EXACT_FIX_PRIORITY}
+    out.sort(key=lambda p: p.remedy not in exact)
+    # A remedy that trains something else than the objective is about (adapters for a run that pre-trains every
+    # weight) is another run, not a fix: it comes after every remedy that keeps the run.
+    if stated.get("train.objective") in TRAINS_EVERY_WEIGHT:
+        out.sort(key=lambda p: _trains_adapters(kb.remedies[p.remedy]))
     # What the set-up has by its own rule (a toolkit that checkpoints unless told not to) is only worth checking
     # once everything else is tried: its config, unseen, might switch it off, but that is not the likely story.
     held = _held(stated)
     out.sort(key=lambda p: _only_sets_held(kb.remedies[p.remedy], held))
     return out[:limit]
+
+
+# How much likelier the top cause must be than the cause a recommendation serves before it keeps its first place.
+CLEARLY_LIKELIER = 0.15
+
+
+def _recommendation_ceiling(conclusion, diagnoses: list[Diagnosis], kb: KnowledgeBase) -> float | None:
+    """The score a recommended remedy may reach: just below the likeliest cause's first remedy when the cause it
+    serves (what its rule concludes, else the likeliest cause that lists it) is clearly less likely; else no limit."""
+    if conclusion.weight >= EXACT_FIX_PRIORITY or not diagnoses or diagnoses[0].confidence < MIN_CONFIDENCE:
+        return None
+    top = diagnoses[0]
+    if conclusion.target in kb.scenarios[top.scenario].remedies:
+        return None
+    confidence = {d.scenario: d.confidence for d in diagnoses}
+    served = [a.target for a in conclusion.firing.rule.then if a.kind == "conclude"]
+    if not served:
+        served = [d.scenario for d in diagnoses if conclusion.target in kb.scenarios[d.scenario].remedies]
+    if not served:
+        return None
+    if top.confidence - max(confidence.get(s, 0.0) for s in served) < CLEARLY_LIKELIER:
+        return None
+    return top.confidence - 1e-3
+
+
+def _trains_adapters(remedy) -> bool:
+    """Whether a remedy switches the run to training adapters (LoRA, QLoRA) instead of the weights."""
+    sets = remedy.whatif.get("set", {}) if remedy.whatif else {}
+    return sets.get("train.method") in ("lora", "qlora")
+
+
+def _steps_fitted(stated: dict[str, Any], values: dict[str, Any]) -> bool:
+    """Whether training steps are known to have run before the failure: steps done, or a failure in (or right after)
+    the evaluation that training runs between its steps, unless the text says no step completed."""
+    if stated.get("log.after_steps") is not None:
+        return stated["log.after_steps"] is True
+    return values.get("phase") == "evaluation" or stated.get("log.after_eval") is True
 
 
 def _absent_means(values: dict[str, Any]) -> dict[str, Any]:
