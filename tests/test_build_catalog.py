@@ -89,3 +89,27 @@ def test_a_config_pasted_under_the_line_naming_it_is_read_whole_and_only_for_tha
         build_catalog._titled_config(TITLED + TITLED, "Model-7B")
     with pytest.raises(KeyError):
         build_catalog._titled_config("Model-7B\nno config here\n{\"a\": 1}", "Model-7B")
+
+
+def test_a_value_cut_for_a_test_is_restored_only_where_the_copy_has_it_and_with_its_source():
+    copy = {"model_type": "llava_next", "vision_config": {"num_hidden_layers": 2, "hidden_size": 1024}}
+    item = {"id": "m", "set": {"vision_config.num_hidden_layers": 24}, "set_source": "the line's own comment"}
+    out = build_catalog._set_keys(item, copy)
+    assert out["vision_config"]["num_hidden_layers"] == 24
+    assert copy["vision_config"]["num_hidden_layers"] == 2          # the copy read is left as it was
+    with pytest.raises(ValueError, match="set_source"):
+        build_catalog._set_keys({"id": "m", "set": {"vision_config.num_hidden_layers": 24}}, copy)
+    with pytest.raises(ValueError, match="does not have"):
+        build_catalog._set_keys({**item, "set": {"vision_config.depth": 24}}, copy)
+
+
+def test_every_vendored_copy_is_listed_with_the_repository_it_was_read_from():
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "knowledge" / "catalog_sources.yaml").read_text(encoding="utf-8"))
+    listed = {item["vendored"]: item for item in data["configs"] if item.get("vendored")}
+    on_disk = {p.name for p in (root / "knowledge" / "catalog_configs").glob("*.json")}
+    assert listed and set(listed) == on_disk
+    for item in listed.values():
+        assert item["from"] in data["sources"] and item["path"]

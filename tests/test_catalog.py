@@ -318,10 +318,10 @@ def test_a_name_that_goes_on_with_a_size_word_is_a_sibling_the_catalog_lacks():
     assert [m.shape.id for m in find_models_in_text("gpt2-medium, then gpt2 on a T4")] == ["gpt2-medium", "gpt2"]
 
 
-@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-72b",
+@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-32B-Instruct", "qwen2.5-vl-72b",
                                   "command-r-plus", "CohereForAI/c4ai-command-r-plus-08-2024", "Qwen2.5-Coder-7B"])
 def test_a_variant_of_a_catalog_model_is_not_that_model(name):
-    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-7B has a vision tower
+    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-32B has a vision tower
     assert resolve_model(name)[0] is None
     assert find_models_in_text(f"OOM while training {name} with LoRA") == []
 
@@ -394,6 +394,34 @@ def test_llama_3_2_vision_counts_its_cross_attention_layers_and_tiled_encoder():
         assert resolve_model(name)[0].id == "llama-3.2-11b-vision", name
     # the 90B is another model, not in the catalog
     assert resolve_model("Llama-3.2-90B-Vision-Instruct")[0] is None
+
+
+def test_vision_language_names_resolve_to_the_model_with_its_tower_not_its_language_model():
+    # the lead's probe: "llava-v1.6-mistral-7b" had been read as Mistral 7B v0.3, its vision tower lost
+    for name in ("llava-v1.6-mistral-7b", "llava-hf/llava-v1.6-mistral-7b-hf", "llava-next-7b", "LLaVA-NeXT-Mistral-7B",
+                 "LLaVA-1.6-Mistral-7B"):
+        shape = resolve_model(name)[0]
+        assert shape is not None and shape.id == "llava-v1.6-mistral-7b", name
+    for name in ("qwen2.5vl 7b", "Qwen/Qwen2.5-VL-7B-Instruct", "通义千问2.5-VL-7B"):
+        assert resolve_model(name)[0].id == "qwen2.5-vl-7b", name
+    found = find_models_in_text("OOM with llava-v1.6-mistral-7b, full fine-tuning of projector + LLM, 672x672 images")
+    assert [m.shape.id for m in found] == ["llava-v1.6-mistral-7b"]
+    # siblings whose config.json was not found stay unknown rather than borrowing a neighbour's figures
+    for name in ("LLaVA-1.6-Vicuna-13B", "llava-v1.6-vicuna-7b", "llava-v1.6-34b", "llava-1.5-13b",
+                 "Qwen2.5-VL-72B-Instruct", "InternVL3-8B"):
+        assert resolve_model(name)[0] is None, name
+
+
+def test_llava_next_counts_its_tower_projector_and_newline_vector():
+    m = MODELS["llava-v1.6-mistral-7b"]
+    assert (m.model_type, m.layers, m.hidden, m.kv_heads, m.vocab) == ("mistral", 32, 4096, 8, 32064)
+    tower = m.vision
+    assert (tower.layers, tower.hidden, tower.image_size, tower.patch) == (24, 1024, 336, 14)
+    assert tower.grid_pinpoints == ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
+    assert tower.tokens_vary and not tower.tokens_per_image
+    # the language model alone is Mistral 7B's shape with 64 more rows; the rest is CLIP-L, projector and newline
+    assert m.param_count() == 7_566_747_648
+    assert MODELS["qwen2.5-vl-7b"].param_count() == 8_292_166_656
 
 
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import require
 from oomdoctor.catalog import get_model
 from oomdoctor.estimate import Setup, estimate
 from oomdoctor.estimate.activations import activations
@@ -72,3 +73,58 @@ def test_estimates_run_for_the_new_families():
         est = estimate(Setup(model=model, method="lora", load_dtype="bf16", batch_size=2, seq_len=2048))
         assert est.per_gpu_gib > est.weights_gib > 0 and est.total_params == model.param_count()
         assert est.breakdown["activations"] > 0
+
+
+LLAVA_NEXT = get_model("llava-v1.6-mistral-7b")
+
+
+def test_llava_next_image_tokens_are_the_processors_for_any_width_and_height():
+    """The anyres count against transformers' own LlavaNextProcessor arithmetic and the views its model encodes."""
+    require("transformers")
+    from types import SimpleNamespace
+
+    from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
+    from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
+
+    from oomdoctor.estimate.vision import anyres_grid
+
+    tower = LLAVA_NEXT.vision
+    pinpoints = [list(p) for p in tower.grid_pinpoints]
+    proc = SimpleNamespace(image_processor=SimpleNamespace(image_grid_pinpoints=pinpoints), patch_size=tower.patch,
+                           num_additional_image_tokens=1)
+    proc._get_unpadded_features = lambda *a: LlavaNextProcessor._get_unpadded_features(proc, *a)
+    for height in range(40, 2400, 71):
+        for width in range(40, 2400, 89):
+            grid = anyres_grid(tower, height, width)
+            # "default" feature selection drops each view's CLS feature: one token less than the features
+            assert grid.tokens == LlavaNextProcessor._get_number_of_features(proc, height, width, 336, 336) - 1
+            assert grid.views == image_size_to_num_patches((height, width), pinpoints, tower.image_size)
+
+
+def test_llava_next_672_square_images_are_a_2x2_grid_plus_the_whole_view():
+    tokens, patches = image_tokens(LLAVA_NEXT.vision, 672)
+    # 48x48 features of the four tiles, a newline per row, 24x24 of the whole view
+    assert tokens == 48 * 48 + 48 + 24 * 24 == 2928
+    assert patches == 5 * 577
+    # a frozen tower keeps only the batch's pixel_values: five 336-px views an image, float32
+    s = Setup(model=LLAVA_NEXT, method="full", freeze_vision=True, load_dtype="bf16", seq_len=4096, image_size=672)
+    act = tower_activations(s, 1)
+    assert act.kept == act.inputs == 4 * 5 * 3 * 336 ** 2
+    # trained, the tower keeps tensors for every one of the 2,885 positions
+    assert tower_activations(s.replace(freeze_vision=False), 1).kept > 100 * act.inputs
+
+
+def test_llava_next_states_the_grid_it_assumed_in_both_languages():
+    from oomdoctor.knowledge import default
+
+    kb = default()
+    est = estimate(Setup(model=LLAVA_NEXT, method="lora", load_dtype="bf16", seq_len=4096, image_size=672))
+    grid = [a for a in est.assumptions if a.key == "anyres_grid"]
+    assert len(grid) == 1 and grid[0].params["tokens"] == 2928 and grid[0].params["views"] == 5
+    for lang in ("en", "zh"):
+        text = kb.text("assume.anyres_grid", lang, **grid[0].params)
+        assert "672×672" in text and "2×2" in text and "2928" in text
+    # the tokens follow the resolution, so a consultation asks for it when the tower trains
+    assert est.image_tokens_vary
+    assert not estimate(Setup(model=get_model("llava-1.5-7b"), method="lora", load_dtype="bf16",
+                              seq_len=1024)).image_tokens_vary

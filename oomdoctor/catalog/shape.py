@@ -100,10 +100,18 @@ class Tower:
     tokens_per_image: int = 0
     tiles: int = 1                  # Mllama: an image is cut into up to this many tiles, each encoded
     global_layers: int = 0          # Mllama: of ``layers``, the gated global layers after the local ones
+    # LLaVA-NeXT: the (height, width) resolutions an image is resized to and cut into image_size tiles (anyres)
+    grid_pinpoints: tuple[tuple[int, int], ...] = ()
+    feature_select: str = "default"  # LLaVA: "default" drops the CLS feature of each view, "full" keeps it
 
     @property
     def linear_params(self) -> int:
         return sum(l.params for l in self.linears)
+
+    @property
+    def tokens_vary(self) -> bool:
+        """Whether the image tokens follow the resolution (merged patches, or LLaVA-NeXT's tile grids)."""
+        return self.merge > 1 or bool(self.grid_pinpoints)
 
 
 # Module names per layout.  ``qkv``/``gate_up`` set means the projection is fused; ``gate`` None and

@@ -96,18 +96,48 @@ def _clip_like(vcfg: Mapping[str, Any], siglip: bool) -> tuple[int, list[Linear]
     return other, linears, dict(hidden=h, inter=inter, layers=L, heads=heads, image=img, patch=p, patches=patches)
 
 
-def _llava(config, text_cfg, vcfg) -> Tower:
+# LlavaNextConfig's image_grid_pinpoints when a config leaves them out (transformers 5.24)
+LLAVA_NEXT_PINPOINTS = ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
+
+
+def _pinpoints(config) -> tuple[tuple[int, int], ...]:
+    raw = config.get("image_grid_pinpoints")
+    if raw is None:
+        return LLAVA_NEXT_PINPOINTS
+    if not isinstance(raw, (list, tuple)) or not raw or len(raw) > 1000:
+        raise ShapeError("'image_grid_pinpoints' must be a non-empty list of [height, width] pairs")
+    out = []
+    for pair in raw:
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000 for v in pair)):
+            raise ShapeError("'image_grid_pinpoints' must be a non-empty list of [height, width] pairs")
+        out.append((int(pair[0]), int(pair[1])))
+    return tuple(out)
+
+
+def _llava(config, text_cfg, vcfg, mt: str = "llava") -> Tower:
+    """LLaVA-1.5 (``llava``) and LLaVA-NeXT (``llava_next``): a CLIP or SigLIP tower, a two-layer projector from
+    the chosen layers' features (``vision_feature_layer``, one or several concatenated) into the language model,
+    and for LLaVA-NeXT the learned ``image_newline`` vector (the language model's width) that ends each row of
+    tiles' features."""
     vt = str(vcfg.get("model_type") or "clip_vision_model")
     if vt not in ("clip_vision_model", "siglip_vision_model"):
-        raise ShapeError(f"llava with a {vt} vision tower is not supported")
+        raise ShapeError(f"{mt} with a {vt} vision tower is not supported")
     other, linears, v = _clip_like(vcfg, vt == "siglip_vision_model")
     text_h = int(text_cfg.get("hidden_size") or 4096)
     bias = bool(config.get("multimodal_projector_bias", True))
-    projector = [Linear("linear_1", v["hidden"], text_h, 1, bias, "projector"),
+    layer = config.get("vision_feature_layer", -2)
+    feature_layers = len(layer) if isinstance(layer, (list, tuple)) and layer else 1
+    projector = [Linear("linear_1", v["hidden"] * feature_layers, text_h, 1, bias, "projector"),
                  Linear("linear_2", text_h, text_h, 1, bias, "projector")]
     strategy = str(config.get("vision_feature_select_strategy") or "default")
     tokens = v["patches"] + (0 if strategy == "default" or vt == "siglip_vision_model" else 1)
     linears += projector
+    if mt == "llava_next":
+        other += text_h                                  # image_newline
+        return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
+                     tuple(linears), image_size=v["image"], grid_pinpoints=_pinpoints(config),
+                     feature_select=strategy)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
                  tuple(linears), image_size=v["image"], tokens_per_image=tokens)
 
@@ -220,8 +250,8 @@ def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) 
         if mt in ("qwen2_vl", "qwen2_5_vl") and "vision_config" not in config:
             return None
         return None
-    if mt == "llava":
-        return _llava(config, text_cfg, vcfg)
+    if mt in ("llava", "llava_next"):
+        return _llava(config, text_cfg, vcfg, mt)
     if mt == "gemma3":
         return _gemma3(config, text_cfg, vcfg)
     if mt in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):

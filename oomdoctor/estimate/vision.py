@@ -5,6 +5,9 @@ Image tokens: a fixed number per image (LLaVA's 576, Gemma 3's 256), or, for Qwe
 one per ``patch·merge`` square of pixels once the processor has resized the image to multiples of
 ``patch·merge`` (``smart_resize``: the nearest multiples, held between the processor's min_pixels and
 max_pixels).  The vision tower encodes ``merge²`` patches per image token (plus CLIP's class token).
+LLaVA-NeXT (``anyres``) fits the image into the best of its ``image_grid_pinpoints``, cuts that into tiles of
+the tower's own size and encodes them and a downscaled view of the whole image: the whole view's features,
+then the tiles' features with the padding rows or columns left out and one newline token per row.
 
 The tower's forward keeps tensors for backward only when a gradient has to flow through it: its weights
 train (full fine-tuning without ``freeze_vision``) or carry LoRA adapters (peft's ``all-linear`` reaches
@@ -77,8 +80,60 @@ class TowerShape:
         return sum(l.params for l in self.linear_layers()) + self.norm_params()
 
 
+@dataclass(frozen=True)
+class AnyresGrid:
+    """How LLaVA-NeXT's processor lays out one image: the pinpoint resolution chosen, its tiles, the views the
+    vision tower encodes (the tiles and the whole image) and the image tokens the text holds."""
+
+    best: tuple[int, int]           # (height, width) chosen from image_grid_pinpoints
+    rows: int
+    cols: int
+    views: int
+    tokens: int
+    patches: int                    # positions the tower encodes over all views (CLS included)
+
+
+def _best_resolution(height: int, width: int, pinpoints) -> tuple[int, int]:
+    """transformers' ``select_best_resolution``: the pinpoint that keeps the most of the image's pixels once it is
+    scaled to fit, the least padding among equals."""
+    best, most, least = pinpoints[0], 0, math.inf
+    for ph, pw in pinpoints:
+        scale = min(pw / width, ph / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        wasted = pw * ph - kept
+        if kept > most or (kept == most and wasted < least):
+            best, most, least = (ph, pw), kept, wasted
+    return best
+
+
+def anyres_grid(tower, height: int, width: int) -> AnyresGrid:
+    """LLaVA-NeXT's image tokens for a ``height``×``width`` image, as its processor counts them
+    (``LlavaNextProcessor._get_number_of_features``): the whole view's patches, plus the tiles' patch grid with the
+    rows or columns that only pad the image's aspect ratio removed, plus one newline token per remaining row; less
+    the CLS feature that ``vision_feature_select_strategy: default`` drops."""
+    tile = tower.image_size
+    per = tile // tower.patch
+    best_h, best_w = _best_resolution(height, width, tower.grid_pinpoints)
+    rows, cols = best_h // tile, best_w // tile
+    cur_h, cur_w = per * rows, per * cols
+    if width / height > cur_w / cur_h:
+        pad = (cur_h - int(round(height * (cur_w / width), 7))) // 2
+        cur_h -= 2 * pad
+    else:
+        pad = (cur_w - int(round(width * (cur_h / height), 7))) // 2
+        cur_w -= 2 * pad
+    cls = 1 if tower.model_type == "clip_vision_model" else 0
+    tokens = cur_h * cur_w + cur_h + per * per + cls - (1 if tower.feature_select == "default" else 0)
+    # image_size_to_num_patches: the whole view and every tile of the chosen resolution
+    views = 1 + -(-best_h // tile) * -(-best_w // tile)
+    return AnyresGrid((best_h, best_w), rows, cols, views, tokens, views * (per * per + cls))
+
+
 def image_tokens(tower, side: int) -> tuple[int, int]:
     """(image tokens, patches the tower encodes) for one square image of ``side`` pixels."""
+    if tower.grid_pinpoints:
+        grid = anyres_grid(tower, side, side)
+        return grid.tokens, grid.patches
     if tower.model_type == "mllama_vision_model":
         # Llama 3.2 Vision: the processor pads every image to max_num_tiles tiles of image_size, the encoder runs
         # on all of them (CLS included, padded to a multiple of 8 positions); the text holds one <|image|> token
@@ -231,6 +286,9 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
     # temporal patch × patch² values (Qwen's) or the whole image's pixels.
     if tower.model_type == "mllama_vision_model":
         pixels = 3 * tower.tiles * tower.image_size ** 2
+    elif tower.grid_pinpoints:
+        # LLaVA-NeXT: one image_size² view per tile and the whole image
+        pixels = anyres_grid(tower, side, side).views * 3 * tower.image_size ** 2
     elif tower.tokens_per_image:
         pixels = 3 * (tower.image_size or side) ** 2
     else:
