@@ -128,3 +128,60 @@ def test_llava_next_states_the_grid_it_assumed_in_both_languages():
     assert est.image_tokens_vary
     assert not estimate(Setup(model=get_model("llava-1.5-7b"), method="lora", load_dtype="bf16",
                               seq_len=1024)).image_tokens_vary
+
+
+# The modules LLaMA-Factory's freeze_vision_tower leaves frozen (its composite-model registry): the whole tower for
+# LLaVA, Gemma 3, Mistral 3 and Mllama; Qwen's visual blocks and patch embedding, not visual.merger (Qwen3-VL's
+# position table and deepstack mergers freeze with the tower).
+FROZEN_MODULES = {
+    "llava-v1.6-mistral-7b": ("model.vision_tower.",),
+    "qwen2.5-vl-7b": ("model.visual.patch_embed", "model.visual.blocks"),
+    "qwen3-vl-2b": ("model.visual.pos_embed", "model.visual.patch_embed", "model.visual.blocks",
+                    "model.visual.deepstack_merger_list"),
+    "gemma-3-4b": ("model.vision_tower.",),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(FROZEN_MODULES))
+def test_a_frozen_tower_leaves_the_trained_parameters_as_transformers_counts_them(model_id):
+    require("torch")
+    require("transformers")
+    import importlib.util
+    import warnings
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    from oomdoctor.estimate.trainable import trainable
+
+    spec = importlib.util.spec_from_file_location(
+        "param_counts", Path(__file__).resolve().parents[1] / "bench" / "accuracy" / "param_counts.py")
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    shape = get_model(model_id)
+    mt, kw = counts.from_catalog_config(shape)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = AutoModelForImageTextToText.from_config(AutoConfig.for_model(mt, pad_token_id=None, **kw))
+    trained = sum(p.numel() for name, p in model.named_parameters()
+                  if not name.startswith(FROZEN_MODULES[model_id]))
+    setup = Setup(model=shape, method="full", load_dtype="bf16", freeze_vision=True)
+    assert trainable(setup).params == trained
+    assert trainable(setup.replace(freeze_vision=False)).params == shape.param_count()
+
+
+def test_a_frozen_tower_read_from_a_config_reaches_the_estimate():
+    from oomdoctor.estimate.from_facts import setup_from_facts
+
+    facts = {"model.name": "llava-v1.6-mistral-7b", "train.method": "full", "model.load_dtype": "bf16",
+             "train.seq_len": 4096, "train.image_size": 672}
+    thawed, _ = setup_from_facts(facts)
+    frozen, _ = setup_from_facts({**facts, "train.freeze_vision": True})
+    assert frozen.freeze_vision and not thawed.freeze_vision
+    a, b = estimate(thawed), estimate(frozen)
+    tower = LLAVA_NEXT.vision
+    assert a.trainable_params - b.trainable_params == tower.params - tower.projector_params
+    # the breakdown is the peak moment's, which moves (backward when the tower trains, the optimizer step when not)
+    assert b.per_gpu_gib < a.per_gpu_gib
+    assert any(l.key == "derive.trainable.vision_frozen" for l in b.derivation)

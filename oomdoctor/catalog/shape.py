@@ -103,6 +103,9 @@ class Tower:
     # LLaVA-NeXT: the (height, width) resolutions an image is resized to and cut into image_size tiles (anyres)
     grid_pinpoints: tuple[tuple[int, int], ...] = ()
     feature_select: str = "default"  # LLaVA: "default" drops the CLS feature of each view, "full" keeps it
+    # What still trains when the tower is frozen (LLaMA-Factory's freeze_vision_tower): the projector (Qwen's
+    # visual.merger; its deepstack mergers freeze with the tower) and LLaVA-NeXT's image_newline
+    projector_params: int = 0
 
     @property
     def linear_params(self) -> int:

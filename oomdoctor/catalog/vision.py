@@ -137,9 +137,9 @@ def _llava(config, text_cfg, vcfg, mt: str = "llava") -> Tower:
         other += text_h                                  # image_newline
         return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
                      tuple(linears), image_size=v["image"], grid_pinpoints=_pinpoints(config),
-                     feature_select=strategy)
+                     feature_select=strategy, projector_params=_params(projector) + text_h)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
-                 tuple(linears), image_size=v["image"], tokens_per_image=tokens)
+                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=_params(projector))
 
 
 def _gemma3(config, text_cfg, vcfg) -> Tower:
@@ -147,10 +147,11 @@ def _gemma3(config, text_cfg, vcfg) -> Tower:
     other, linears, v = _clip_like(vcfg, True)
     text_h = int(text_cfg.get("hidden_size") or 2304)
     # mm_input_projection_weight (vision hidden × text hidden) and mm_soft_emb_norm (Gemma RMSNorm)
-    other += v["hidden"] * text_h + v["hidden"]
+    projector = v["hidden"] * text_h + v["hidden"]
+    other += projector
     tokens = int(config.get("mm_tokens_per_image") or 256)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
-                 tuple(linears), image_size=v["image"], tokens_per_image=tokens)
+                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=projector)
 
 
 def _qwen_vl(config, text_cfg, vcfg, mt: str) -> Tower:
@@ -178,14 +179,18 @@ def _qwen_vl(config, text_cfg, vcfg, mt: str) -> Tower:
                                             "fc2" if mt == "qwen2_vl" else "linear_fc2"), fused=True)
         other += L * 2 * 2 * h + 2 * h                                     # LayerNorms, merger norm
     up, down = ("0", "2") if mt in ("qwen2_vl", "qwen2_5_vl") else ("linear_fc1", "linear_fc2")
-    linears += [Linear(up, merged, merged, 1, True, "projector"), Linear(down, merged, out_h, 1, True, "projector")]
+    merger = [Linear(up, merged, merged, 1, True, "projector"), Linear(down, merged, out_h, 1, True, "projector")]
+    linears += merger
+    # visual.merger: its two linears and its norm (an RMSNorm weight in Qwen2.5-VL, a LayerNorm elsewhere)
+    merger_params = _params(merger) + (h if mt == "qwen2_5_vl" else 2 * h)
     if mt in ("qwen3_vl", "qwen3_vl_moe"):
         other += h + _int(vcfg, d, "num_position_embeddings") * h           # conv bias, position table
         deep = len(_get(vcfg, d, "deepstack_visual_indexes"))
         linears += [Linear("linear_fc1", merged, merged, deep, True, "projector"),
                     Linear("linear_fc2", merged, out_h, deep, True, "projector")]
         other += deep * 2 * merged                                         # their LayerNorms over merged width
-    return Tower(mt, L, h, heads, inter, p, other + _params(linears), tuple(linears), merge=m, temporal_patch=tp)
+    return Tower(mt, L, h, heads, inter, p, other + _params(linears), tuple(linears), merge=m, temporal_patch=tp,
+                 projector_params=merger_params)
 
 
 def _mllama(config, text_cfg, vcfg) -> Tower:
@@ -215,7 +220,8 @@ def _mllama(config, text_cfg, vcfg) -> Tower:
              + 2 * 2 * h                              # layernorm_pre, layernorm_post
              + (L + G) * 2 * 2 * h + G * 2)           # two LayerNorms a layer, two gates a global layer
     return Tower("mllama_vision_model", L + G, h, heads, inter, p, other + _params(linears), tuple(linears),
-                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G)
+                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G,
+                 projector_params=_params([l for l in linears if l.kind == "projector"]))
 
 
 def _pixtral(config, text_cfg, vcfg) -> Tower:
@@ -240,7 +246,9 @@ def _pixtral(config, text_cfg, vcfg) -> Tower:
                 Linear("linear_1", h * feature_layers, text_h, 1, bias, "projector"),
                 Linear("linear_2", text_h, text_h, 1, bias, "projector")]
     other = ch * p * p * h + h + L * 2 * h + h        # patch convolution, ln_pre, two RMSNorms a layer, projector norm
-    return Tower(vt, L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img, merge=m)
+    projector = h + _params([l for l in linears if l.kind == "projector"])
+    return Tower(vt, L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img, merge=m,
+                 projector_params=projector)
 
 
 def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) -> Tower | None:

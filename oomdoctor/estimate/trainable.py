@@ -5,6 +5,8 @@ the rest of the memory model starts here.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from . import anatomy
@@ -83,7 +85,8 @@ def adapter_bytes(setup: Setup) -> int:
     return base_float_bytes(setup)
 
 
-def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) -> list[tuple[int, int, int]]:
+def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True,
+                 frozen_tower: bool = False) -> list[tuple[int, int, int]]:
     out = []
     for b in anatomy.blocks(shape):
         count = round(b.count * layers_fraction)
@@ -101,7 +104,12 @@ def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) ->
         # tower (its linears and the rest), narrower embeddings' corrections
         rest = anatomy.total_params(shape) - sum(r * (c or 1) * n for r, c, n in out)
         vision = getattr(shape, "vision", None)
-        if vision is not None:
+        if vision is not None and frozen_tower:
+            # the tower leaves the trained weights; its projector (and LLaVA-NeXT's image_newline) stays
+            rest -= vision.params
+            if vision.projector_params:
+                out.append((vision.projector_params, 0, 1))
+        elif vision is not None:
             for lin in vision.linears:
                 out.append((lin.d_out, lin.d_in, lin.count))
                 rest -= lin.d_out * lin.d_in * lin.count
@@ -131,8 +139,14 @@ def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int,
 
 
 def adapters_for(setup: Setup) -> Placement:
-    """The LoRA adapters peft builds for this set-up (see ``adapters``)."""
-    return place(as_loaded(setup.model, setup.quantized), setup.lora_targets, setup.lora_rank)
+    """The LoRA adapters peft builds for this set-up (see ``adapters``).  A frozen vision tower gets none: LLaMA-Factory
+    (freeze_vision_tower) and ms-swift (freeze_vit) leave its modules out of the targets; its projector keeps them."""
+    shape = as_loaded(setup.model, setup.quantized)
+    tower = getattr(shape, "vision", None)
+    if tower is not None and setup.freeze_vision and hasattr(shape, "replace"):
+        kept = tuple(l for l in tower.linears if l.kind != "vision")
+        shape = shape.replace(vision=dataclasses.replace(tower, linears=kept))
+    return place(shape, setup.lora_targets, setup.lora_rank)
 
 
 def trainable(setup: Setup) -> Trainable:
@@ -140,8 +154,14 @@ def trainable(setup: Setup) -> Trainable:
     d = anatomy.dims(shape)
     if setup.method == "full":
         dt = base_float_bytes(setup)
-        group = Tensors(line("group.all_weights"), dt, tuple(_full_shapes(shape)))
-        return Trainable((group,), (line("trainable.full", params=group.params, bytes=dt),))
+        vision = getattr(shape, "vision", None)
+        frozen = bool(vision is not None and setup.freeze_vision)
+        group = Tensors(line("group.all_weights"), dt, tuple(_full_shapes(shape, frozen_tower=frozen)))
+        said = [line("trainable.full", params=group.params, bytes=dt)]
+        if frozen:
+            said.append(line("trainable.vision_frozen", params=vision.params - vision.projector_params,
+                             projector=vision.projector_params))
+        return Trainable((group,), tuple(said))
     if setup.method == "freeze":
         n = min(setup.freeze_trainable_layers, d.layers)
         dt = base_float_bytes(setup)

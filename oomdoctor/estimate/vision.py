@@ -188,8 +188,10 @@ def needs_grad(setup: Setup) -> bool:
     tower = getattr(setup.model, "vision", None)
     if tower is None:
         return False
+    if getattr(setup, "freeze_vision", False):
+        return False            # nothing in it trains, and adapters are kept off it (see trainable.adapters_for)
     if setup.method == "full":
-        return not getattr(setup, "freeze_vision", False)
+        return True
     if setup.adapters:
         from .trainable import adapters_for
         names = {l.name for l in tower.linears}
