@@ -70,6 +70,9 @@ ARCH_KEYS = frozenset({
     # the vision encoder
     "cross_attention_layers", "num_global_layers", "attention_heads", "vision_output_dim", "max_num_tiles",
     "supported_aspect_ratios",
+    # InternVL: the remote code's llm_config, InternViT's switches, the pixel shuffle and the tiling
+    "llm_config", "downsample_ratio", "force_image_size", "dynamic_image_size", "min_dynamic_patch", "max_dynamic_patch",
+    "use_thumbnail", "qkv_bias", "qk_normalization", "norm_type", "use_qk_norm", "use_mask_token", "use_mean_pooling",
 })
 # What of quantization_config matters: how the published weights are stored.
 QUANT_KEYS = frozenset({"quant_method"})
@@ -84,7 +87,7 @@ def architecture(config: dict[str, Any]) -> dict[str, Any]:
     for key, value in config.items():
         if key not in ARCH_KEYS:
             continue
-        if key in ("text_config", "vision_config") and isinstance(value, dict):
+        if key in ("text_config", "vision_config", "llm_config") and isinstance(value, dict):
             value = architecture(value)
         elif key == "quantization_config" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k in QUANT_KEYS}

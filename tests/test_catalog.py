@@ -424,6 +424,48 @@ def test_llava_next_counts_its_tower_projector_and_newline_vector():
     assert MODELS["qwen2.5-vl-7b"].param_count() == 8_292_166_656
 
 
+def test_internvl_remote_code_checkpoints_are_read_with_their_internvit_and_projector():
+    m = MODELS["internvl2.5-1b"]
+    for name in ("OpenGVLab/InternVL2_5-1B", "InternVL2.5-1B", "书生·万象2.5-1B"):
+        assert resolve_model(name)[0].id == "internvl2.5-1b", name
+    assert (m.model_type, m.hidden, m.layers, m.vocab) == ("qwen2", 896, 24, 151674)
+    tower = m.vision
+    assert (tower.model_type, tower.layers, tower.hidden, tower.image_size) == ("internvl_vision", 24, 1024, 448)
+    # the remote code's module names, which peft's target names meet: a fused qkv, mlp1's linears 1 and 3
+    assert {l.name for l in tower.linears} == {"qkv", "proj", "fc1", "fc2", "1", "3"}
+    assert m.param_count() == 938_193_024
+    # the other sizes' configs were not found: unknown, not InternVL2.5-1B's figures
+    for name in ("InternVL2_5-8B", "InternVL3-8B", "OpenGVLab/InternVL3-1B"):
+        assert resolve_model(name)[0] is None, name
+
+
+@pytest.mark.parametrize("vision", [
+    # InternViT-300M's switches, then the 6B tower's (RMSNorms, q and k norms, no qkv bias), both scaled down
+    {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "attention_bias": True, "norm_type": "layer_norm", "image_size": [112, 112], "patch_size": [14, 14]},
+    {"hidden_size": 96, "intermediate_size": 192, "num_hidden_layers": 3, "num_attention_heads": 4,
+     "attention_bias": False, "use_qk_norm": True, "norm_type": "rms_norm", "image_size": 56, "patch_size": 14},
+])
+def test_transformers_own_internvl_class_counts_what_the_reader_counts(vision):
+    from conftest import require
+    require("torch")
+    require("transformers")
+    import warnings
+
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    text = {"model_type": "qwen2", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False}
+    config = {"model_type": "internvl", "downsample_ratio": 0.5, "tie_word_embeddings": False,
+              "vision_config": {"model_type": "internvl_vision", **vision}, "text_config": text}
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = AutoModelForImageTextToText.from_config(
+            AutoConfig.for_model("internvl", **{k: v for k, v in config.items() if k != "model_type"}))
+    assert from_hf_config(config).param_count() == sum(p.numel() for p in model.parameters())
+
+
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():
     for name in ("pythia-410m", "EleutherAI/pythia-410m", "EleutherAI/pythia-410m-deduped"):
         assert resolve_model(name)[0].id == "pythia-410m", name

@@ -185,3 +185,34 @@ def test_a_frozen_tower_read_from_a_config_reaches_the_estimate():
     # the breakdown is the peak moment's, which moves (backward when the tower trains, the optimizer step when not)
     assert b.per_gpu_gib < a.per_gpu_gib
     assert any(l.key == "derive.trainable.vision_frozen" for l in b.derivation)
+
+
+INTERNVL = get_model("internvl2.5-1b")
+
+
+def test_internvl_tiles_are_transformers_grid_for_any_width_and_height():
+    require("PIL")
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import get_optimal_tiled_canvas
+
+    from oomdoctor.estimate.vision import internvl_tiles
+
+    tower = INTERNVL.vision
+    assert tower.dynamic_tiles == (1, 12) and tower.thumbnail and tower.tokens_per_image == 256
+    for height in range(30, 4000, 97):
+        for width in range(30, 4000, 113):
+            cols, rows, tiles = internvl_tiles(tower, height, width)
+            assert (cols, rows) == tuple(get_optimal_tiled_canvas((height, width), (448, 448), 1, 12))
+            assert tiles == cols * rows + (1 if cols * rows > 1 else 0)
+
+
+def test_internvl_image_tokens_follow_the_tiles_and_the_grid_is_stated():
+    from oomdoctor.knowledge import default
+
+    # one 448-px tile is 32x32 patches, pixel-shuffled 2x2 into 256 tokens; 896 px is 2x2 tiles and a thumbnail
+    assert image_tokens(INTERNVL.vision, 448) == (256, 1025)
+    assert image_tokens(INTERNVL.vision, 896) == (5 * 256, 5 * 1025)
+    est = estimate(Setup(model=INTERNVL, method="full", load_dtype="bf16", seq_len=4096, image_size=896))
+    said = [a for a in est.assumptions if a.key == "dynamic_tiles"]
+    assert len(said) == 1 and said[0].params["tiles"] == 5 and est.image_tokens_vary
+    for lang in ("en", "zh"):
+        assert "2×2" in default().text("assume.dynamic_tiles", lang, **said[0].params)

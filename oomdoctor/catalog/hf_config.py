@@ -416,7 +416,7 @@ READERS: dict[str, Reader] = {
 
 # Multimodal wrappers: the language model's config and the vision tower's (read by ``vision``).
 MULTIMODAL_TYPES = ("llava", "llava_next", "mllama", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3",
-                    "mistral3", "llama4")
+                    "mistral3", "llama4", "internvl", "internvl_chat")
 
 
 # Blocks of a config.json that describe a tower beside the language model.
@@ -429,17 +429,18 @@ def supported_types() -> tuple[str, ...]:
 
 def _language_config(config: Mapping[str, Any], mt: str) -> tuple[Mapping[str, Any], str]:
     """The language model's config inside a multimodal one, and its model_type."""
-    text = config.get("text_config")
+    # InternVL's remote-code checkpoints call the language model's block llm_config
+    text = config.get("llm_config") if mt == "internvl_chat" else config.get("text_config")
     if mt in ("qwen2_vl", "qwen2_5_vl") and not isinstance(text, Mapping):
         # Qwen2-VL and Qwen2.5-VL configs keep the language model's keys at the top level
         return config, "qwen2"
     if not isinstance(text, Mapping):
         if mt == "gemma3":
             raise ShapeError("gemma3 config.json without a 'text_config' block")
-        raise ShapeError(f"{mt} config.json has no 'text_config' block")
+        raise ShapeError(f"{mt} config.json has no '{'llm_config' if mt == 'internvl_chat' else 'text_config'}' block")
     defaults = {"llava": "llama", "llava_next": "llama", "mllama": "mllama_text", "gemma3": "gemma3_text", "mistral3": "mistral",
                 "qwen3_vl": "qwen3", "qwen3_vl_moe": "qwen3_moe", "llama4": "llama4_text",
-                "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+                "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "internvl": "qwen2", "internvl_chat": "qwen2"}
     inner = str(text.get("model_type") or defaults[mt])
     merged = dict(text)
     if mt in ("llava", "llava_next") and inner in ("llama", "mistral"):

@@ -106,6 +106,9 @@ class Tower:
     # What still trains when the tower is frozen (LLaMA-Factory's freeze_vision_tower): the projector (Qwen's
     # visual.merger; its deepstack mergers freeze with the tower) and LLaVA-NeXT's image_newline
     projector_params: int = 0
+    # InternVL: an image is cut into between these many image_size tiles by its aspect ratio, plus a thumbnail
+    dynamic_tiles: tuple[int, int] = ()
+    thumbnail: bool = False
 
     @property
     def linear_params(self) -> int:
@@ -114,7 +117,7 @@ class Tower:
     @property
     def tokens_vary(self) -> bool:
         """Whether the image tokens follow the resolution (merged patches, or LLaVA-NeXT's tile grids)."""
-        return self.merge > 1 or bool(self.grid_pinpoints)
+        return self.merge > 1 or bool(self.grid_pinpoints) or bool(self.dynamic_tiles)
 
 
 # Module names per layout.  ``qkv``/``gate_up`` set means the projection is fused; ``gate`` None and

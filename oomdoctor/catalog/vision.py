@@ -251,6 +251,67 @@ def _pixtral(config, text_cfg, vcfg) -> Tower:
                  projector_params=projector)
 
 
+def _side(v: Any, what: str) -> int:
+    """InternVL's image_size and patch_size: a number or a square [height, width] pair."""
+    if isinstance(v, (list, tuple)) and len(v) == 2 and v[0] == v[1]:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000:
+        raise ShapeError(f"vision_config: {what!r} must be a whole number or a square pair")
+    return v
+
+
+def _internvl(config, text_cfg, vcfg, mt: str) -> Tower:
+    """InternVL 2.5 / 3: an InternViT (a class token and position table, LayerNorm or RMSNorm blocks with a layer
+    scale on both branches, q and k RMSNorms in the 6B tower), its features pixel-shuffled by
+    ``downsample_ratio`` (2x2 patches into one token at 0.5), then a LayerNorm and two linears into the language
+    model.  ``internvl`` is transformers' own class (the ``-hf`` checkpoints); ``internvl_chat`` the checkpoints'
+    remote code, whose modules have the same parameters under other names (a fused qkv, ``mlp1``)."""
+    native = mt == "internvl"
+    h, inter = _int(vcfg, {}, "hidden_size"), _int(vcfg, {}, "intermediate_size")
+    L, heads = _int(vcfg, {}, "num_hidden_layers"), _int(vcfg, {}, "num_attention_heads")
+    ch = _int(vcfg, {"num_channels": 3}, "num_channels")
+    # the remote code resizes tiles to force_image_size when the config sets it
+    raw = config.get("force_image_size") if not native and config.get("force_image_size") else vcfg.get("image_size")
+    img = _side(448 if raw is None else raw, "image_size")
+    p = _side(_get(vcfg, {"patch_size": 14}, "patch_size"), "patch_size")
+    bias = bool(vcfg.get("attention_bias" if native else "qkv_bias", False))
+    qk_norm = bool(vcfg.get("use_qk_norm" if native else "qk_normalization", False))
+    norm = str(vcfg.get("norm_type") or "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise ShapeError(f"vision_config: norm_type {norm!r} is not supported")
+    ratio = config.get("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ShapeError("'downsample_ratio' must be a number in (0, 1]")
+    shuffle = int(1 / ratio) ** 2
+    text_h = int(text_cfg.get("hidden_size") or 896)
+    names = ("q_proj", "k_proj", "v_proj", "projection_layer") if native else ("qkv", "", "", "proj")
+    linears = [Linear(names[0], h, h, L, bias, "vision"), Linear(names[1], h, h, L, bias, "vision"),
+               Linear(names[2], h, h, L, bias, "vision")] if native else [Linear("qkv", h, 3 * h, L, bias, "vision")]
+    linears += [Linear(names[3], h, h, L, True, "vision"), Linear("fc1", h, inter, L, True, "vision"),
+                Linear("fc2", inter, h, L, True, "vision")]
+    projector = [Linear("linear_1" if native else "1", h * shuffle, text_h, 1, True, "projector"),
+                 Linear("linear_2" if native else "3", text_h, text_h, 1, True, "projector")]
+    linears += projector
+    patches = (img // p) ** 2
+    per_norm = 2 * h if norm == "layer_norm" else h
+    other = (ch * p * p * h + h + h + (patches + 1) * h            # patch convolution and bias, class token, positions
+             + L * (2 * per_norm + 2 * h + (2 * h if qk_norm else 0)))  # two norms, two layer scales, q/k norms
+    if native and vcfg.get("use_mask_token"):
+        other += h
+    if native and vcfg.get("use_mean_pooling") is False:
+        other += 2 * h                                                 # a final LayerNorm over the CLS output
+    merger_norm = 2 * h * shuffle                                      # the projector's LayerNorm
+    other += merger_norm
+    lo, hi = (config.get("min_dynamic_patch", 1), config.get("max_dynamic_patch", 12)) if not native else (1, 12)
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1000 for v in (lo, hi)) or lo > hi:
+        raise ShapeError("'min_dynamic_patch' and 'max_dynamic_patch' must be whole numbers, the first no larger")
+    dynamic = bool(config.get("dynamic_image_size", True)) if not native else True
+    thumbnail = bool(config.get("use_thumbnail", True)) if not native else True
+    return Tower("internvl_vision", L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img,
+                 tokens_per_image=patches // shuffle, projector_params=_params(projector) + merger_norm,
+                 dynamic_tiles=(lo, hi) if dynamic else (), thumbnail=thumbnail and dynamic)
+
+
 def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) -> Tower | None:
     """The vision tower of a multimodal config, or None when the config carries none (a text-only copy)."""
     vcfg = config.get("vision_config")
@@ -268,6 +329,8 @@ def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) 
         return _mllama(config, text_cfg, vcfg)
     if mt == "mistral3":
         return _pixtral(config, text_cfg, vcfg)
+    if mt in ("internvl", "internvl_chat"):
+        return _internvl(config, text_cfg, vcfg, mt)
     raise ShapeError(f"the vision tower of {mt} is not supported yet; its language model alone is not the model")
 
 

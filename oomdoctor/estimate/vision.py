@@ -129,11 +129,35 @@ def anyres_grid(tower, height: int, width: int) -> AnyresGrid:
     return AnyresGrid((best_h, best_w), rows, cols, views, tokens, views * (per * per + cls))
 
 
+def internvl_tiles(tower, height: int, width: int) -> tuple[int, int, int]:
+    """InternVL's dynamic tiling (transformers' ``get_optimal_tiled_canvas``, the checkpoints' dynamic_preprocess):
+    the (columns, rows) grid of ``image_size`` tiles whose aspect ratio is closest to the image's among those with
+    ``dynamic_tiles`` tiles, a larger grid winning a tie while the image covers more than half of it; and the tiles
+    encoded, a thumbnail of the whole image added when there is more than one."""
+    lo, hi = tower.dynamic_tiles
+    grids = sorted({(i, j) for n in range(lo, hi + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                    if lo <= i * j <= hi}, key=lambda g: g[0] * g[1])
+    aspect, area, tile = width / height, width * height, tower.image_size
+    best, best_diff = (1, 1), math.inf
+    for cols, rows in grids:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and area > 0.5 * tile * tile * cols * rows:
+            best = (cols, rows)
+    n = best[0] * best[1]
+    return best[0], best[1], n + (1 if tower.thumbnail and n > 1 else 0)
+
+
 def image_tokens(tower, side: int) -> tuple[int, int]:
     """(image tokens, patches the tower encodes) for one square image of ``side`` pixels."""
     if tower.grid_pinpoints:
         grid = anyres_grid(tower, side, side)
         return grid.tokens, grid.patches
+    if tower.dynamic_tiles:
+        # InternVL: every tile is image_size² pixels, its patches (and class token) pixel-shuffled into tokens
+        tiles = internvl_tiles(tower, side, side)[2]
+        return tiles * tower.tokens_per_image, tiles * ((tower.image_size // tower.patch) ** 2 + 1)
     if tower.model_type == "mllama_vision_model":
         # Llama 3.2 Vision: the processor pads every image to max_num_tiles tiles of image_size, the encoder runs
         # on all of them (CLS included, padded to a multiple of 8 positions); the text holds one <|image|> token
@@ -281,7 +305,8 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
         return None
     images = getattr(setup, "images_per_sample", None) or 1
     # a fixed-size tower's own side; else the stated one, or a photo-sized image (stated as an assumption)
-    side = getattr(setup, "image_size", None) or (tower.image_size if tower.tokens_per_image else 0) \
+    fixed = tower.tokens_per_image and not tower.dynamic_tiles
+    side = getattr(setup, "image_size", None) or (tower.image_size if fixed else 0) \
         or DEFAULT_IMAGE_SIDE
     tokens, patches = image_tokens(tower, side)
     # The batch's pixel_values, float32 as the image processors return them: each patch's channels ×
@@ -291,6 +316,8 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
     elif tower.grid_pinpoints:
         # LLaVA-NeXT: one image_size² view per tile and the whole image
         pixels = anyres_grid(tower, side, side).views * 3 * tower.image_size ** 2
+    elif tower.dynamic_tiles:
+        pixels = internvl_tiles(tower, side, side)[2] * 3 * tower.image_size ** 2
     elif tower.tokens_per_image:
         pixels = 3 * (tower.image_size or side) ** 2
     else:
