@@ -106,10 +106,15 @@ def test_llava_next_672_square_images_are_a_2x2_grid_plus_the_whole_view():
     # 48x48 features of the four tiles, a newline per row, 24x24 of the whole view
     assert tokens == 48 * 48 + 48 + 24 * 24 == 2928
     assert patches == 5 * 577
-    # a frozen tower keeps only the batch's pixel_values: five 336-px views an image, float32
+    # a frozen tower keeps the batch's pixel_values (five 336-px views an image, float32) and, as the projector
+    # still trains, its input (576 features a view of 1024), GELU's input and linear_2's (4096 each), in bf16
     s = Setup(model=LLAVA_NEXT, method="full", freeze_vision=True, load_dtype="bf16", seq_len=4096, image_size=672)
     act = tower_activations(s, 1)
-    assert act.kept == act.inputs == 4 * 5 * 3 * 336 ** 2
+    assert act.inputs == 4 * 5 * 3 * 336 ** 2
+    assert act.kept - act.inputs == 5 * 576 * 2 * (1024 + 2 * 4096)
+    # under LoRA nothing in the tower or projector trains: the pixels alone
+    lora = tower_activations(s.replace(method="lora", lora_targets=("q_proj", "v_proj")), 1)
+    assert lora.kept == lora.inputs
     # trained, the tower keeps tensors for every one of the 2,885 positions
     assert tower_activations(s.replace(freeze_vision=False), 1).kept > 100 * act.inputs
 

@@ -109,6 +109,10 @@ class Tower:
     # InternVL: an image is cut into between these many image_size tiles by its aspect ratio, plus a thumbnail
     dynamic_tiles: tuple[int, int] = ()
     thumbnail: bool = False
+    # LLaVA reads an earlier layer's features (vision_feature_layer -2): the layers after it and the final norm
+    # (and a SigLIP pooling head) run for nothing and never get a gradient, though they require one
+    idle_layers: int = 0
+    idle_params: int = 0
 
     @property
     def linear_params(self) -> int:

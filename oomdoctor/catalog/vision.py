@@ -93,7 +93,8 @@ def _clip_like(vcfg: Mapping[str, Any], siglip: bool) -> tuple[int, list[Linear]
             other += h + 3 * h * h + 3 * h + 2 * h
     else:
         other += h + (patches + 1) * h + 2 * h          # class embedding, position table, pre_layrnorm
-    return other, linears, dict(hidden=h, inter=inter, layers=L, heads=heads, image=img, patch=p, patches=patches)
+    return other, linears, dict(hidden=h, inter=inter, layers=L, heads=heads, image=img, patch=p, patches=patches,
+                                channels=ch)
 
 
 # LlavaNextConfig's image_grid_pinpoints when a config leaves them out (transformers 5.24)
@@ -115,6 +116,31 @@ def _pinpoints(config) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def _clip_like_base(v: Mapping[str, int], vt: str) -> int:
+    """What ``_clip_like`` counts outside the blocks before a SigLIP pooling head: the patch convolution, two
+    LayerNorms a layer, the final LayerNorm, and CLIP's class token and pre-LayerNorm or SigLIP's bias."""
+    h = v["hidden"]
+    base = v["channels"] * v["patch"] ** 2 * h + v["layers"] * 4 * h + 2 * h
+    if vt == "siglip_vision_model":
+        return base + h + v["patches"] * h
+    return base + h + (v["patches"] + 1) * h + 2 * h
+
+
+def _idle(layer: Any, v: Mapping[str, int], linears: list[Linear], other_head: int) -> tuple[int, int]:
+    """(layers, parameters) of the tower that LLaVA never reads: the layers after the deepest one
+    ``vision_feature_layer`` picks (hidden_states[i] is layer i's output, 0 the embeddings), the final LayerNorm and
+    a SigLIP pooling head (``other_head``: its non-linear part; its linears are the ones counted once)."""
+    L, h = v["layers"], v["hidden"]
+    picks = layer if isinstance(layer, (list, tuple)) and layer else [layer]
+    if any(isinstance(i, bool) or not isinstance(i, int) or not -(L + 1) <= i <= L for i in picks):
+        raise ShapeError(f"'vision_feature_layer' must be layer indices within the tower's {L} layers")
+    deepest = max(i if i >= 0 else L + 1 + i for i in picks)
+    idle_layers = L - deepest
+    per_layer = sum(l.params for l in linears if l.count == L) // L + 4 * h
+    head = sum(l.params for l in linears if l.count == 1) + other_head
+    return idle_layers, idle_layers * per_layer + 2 * h + head
+
+
 def _llava(config, text_cfg, vcfg, mt: str = "llava") -> Tower:
     """LLaVA-1.5 (``llava``) and LLaVA-NeXT (``llava_next``): a CLIP or SigLIP tower, a two-layer projector from
     the chosen layers' features (``vision_feature_layer``, one or several concatenated) into the language model,
@@ -132,14 +158,17 @@ def _llava(config, text_cfg, vcfg, mt: str = "llava") -> Tower:
                  Linear("linear_2", text_h, text_h, 1, bias, "projector")]
     strategy = str(config.get("vision_feature_select_strategy") or "default")
     tokens = v["patches"] + (0 if strategy == "default" or vt == "siglip_vision_model" else 1)
+    idle_layers, idle = _idle(layer, v, linears, other_head=other - _clip_like_base(v, vt))
     linears += projector
     if mt == "llava_next":
         other += text_h                                  # image_newline
         return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
                      tuple(linears), image_size=v["image"], grid_pinpoints=_pinpoints(config),
-                     feature_select=strategy, projector_params=_params(projector) + text_h)
+                     feature_select=strategy, projector_params=_params(projector) + text_h,
+                     idle_layers=idle_layers, idle_params=idle)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
-                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=_params(projector))
+                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=_params(projector),
+                 idle_layers=idle_layers, idle_params=idle)
 
 
 def _gemma3(config, text_cfg, vcfg) -> Tower:

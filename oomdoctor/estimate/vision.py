@@ -288,6 +288,21 @@ def _mllama_outside(ctx, tower, setup: Setup, trains: bool) -> float:
     return kept
 
 
+def _llava_projector_kept(setup: Setup, tower, patches: int) -> float:
+    """A frozen LLaVA tower under full fine-tuning: the projector still trains, so it keeps its input (the chosen
+    layer's features, one per patch, the CLS feature dropped by ``default`` selection), GELU's input and
+    linear_2's input, in the compute dtype, for every view encoded."""
+    if setup.method != "full" or tower.model_type not in ("clip_vision_model", "siglip_vision_model"):
+        return 0.0
+    projector = [l for l in tower.linears if l.kind == "projector"]
+    if len(projector) != 2:
+        return 0.0
+    p = acts.context(setup).p
+    views = patches // ((tower.image_size // tower.patch) ** 2 + (1 if tower.model_type == "clip_vision_model" else 0))
+    features = views * (tower.image_size // tower.patch) ** 2
+    return float(features * p * (projector[0].d_in + 2 * projector[0].d_out))
+
+
 @dataclass(frozen=True)
 class TowerActivations:
     kept: float
@@ -330,6 +345,7 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
         mrope = 2.0 * ctx_text.pr * setup.model.head_dim * setup.seq_len * (rows - 1)
     extra = batch + mrope
     if not needs_grad(setup):
+        extra += rows * images * _llava_projector_kept(setup, tower, patches)
         return TowerActivations(extra, 0.0, images, tokens, patches, batch,
                                 line("activations.vision_frozen", images=images, tokens=tokens, patches=patches,
                                      mib=batch / 2**20))
