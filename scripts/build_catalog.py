@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 from oomdoctor.catalog.hf_config import from_hf_config  # noqa: E402
 
 SOURCES = ROOT / "knowledge" / "catalog_sources.yaml"
+# Copies read from repositories too large to mirror (``vendored:`` items): their literal values, as data.
+VENDORED = ROOT / "knowledge" / "catalog_configs"
 OUT = ROOT / "knowledge" / "models.yaml"
 
 # The keys of a config.json that decide the architecture (and so the parameter count and the memory), in
@@ -59,7 +61,7 @@ ARCH_KEYS = frozenset({
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_group", "topk_group", "use_qk_norm",
     "interleave_moe_layer_step", "moe_layers", "quantization_config", "text_config", "vision_config",
     "query_pre_attn_scalar", "dropout_rate", "output_router_logits", "mm_tokens_per_image", "vision_feature_select_strategy", "vision_feature_layer",
-    "multimodal_projector_bias", "image_token_index", "image_token_id",
+    "multimodal_projector_bias", "image_token_index", "image_token_id", "image_grid_pinpoints",
     # vision towers
     "depth", "embed_dim", "mlp_ratio", "in_channels", "num_channels", "patch_size", "image_size",
     "spatial_merge_size", "temporal_patch_size", "out_hidden_size", "fullatt_block_indexes", "window_size",
@@ -72,6 +74,9 @@ ARCH_KEYS = frozenset({
     # feed-forward; its towers (the timm architecture of the vision encoder, the audio encoder)
     "vocab_size_per_layer_input", "hidden_size_per_layer_input", "altup_num_inputs", "laurel_rank",
     "num_kv_shared_layers", "activation_sparsity_pattern", "audio_config", "architecture",
+    # InternVL: the remote code's llm_config, InternViT's switches, the pixel shuffle and the tiling
+    "llm_config", "downsample_ratio", "force_image_size", "dynamic_image_size", "min_dynamic_patch", "max_dynamic_patch",
+    "use_thumbnail", "qkv_bias", "qk_normalization", "norm_type", "use_qk_norm", "use_mask_token", "use_mean_pooling",
 })
 # What of quantization_config matters: how the published weights are stored.
 QUANT_KEYS = frozenset({"quant_method"})
@@ -86,7 +91,7 @@ def architecture(config: dict[str, Any]) -> dict[str, Any]:
     for key, value in config.items():
         if key not in ARCH_KEYS:
             continue
-        if key in ("text_config", "vision_config", "audio_config") and isinstance(value, dict):
+        if key in ("text_config", "vision_config", "audio_config", "llm_config") and isinstance(value, dict):
             value = architecture(value)
         elif key == "quantization_config" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k in QUANT_KEYS}
@@ -231,9 +236,32 @@ def entry_for(item: dict[str, Any], sources: dict[str, Any], mirrors: Path) -> d
     src = sources[item["from"]]
     # an item names its own commit when its copy is no longer at the source's (removed or renamed since)
     commit = item.get("commit", src["commit"])
-    raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
-                      item.get("printed"), item.get("titled"), item.get("table"))
-    return _entry(item, raw, f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}")
+    if item.get("vendored"):
+        # a repository too large to mirror here: the copy's literal values, kept as data under VENDORED
+        raw = json.loads((VENDORED / item["vendored"]).read_text(encoding="utf-8"))
+    else:
+        raw = read_source(mirrors, src["repo"], commit, item["path"], item.get("preset"), item.get("assigned"),
+                          item.get("printed"), item.get("titled"), item.get("table"))
+    return _entry(item, _set_keys(item, raw), f"https://github.com/{src['repo']}/blob/{commit}/{item['path']}")
+
+
+def _set_keys(item: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """The copy with the keys of ``set`` replaced (``vision_config.num_hidden_layers``): a value the copy cut for a
+    test, restored from where ``set_source`` says it was read.  Only keys the copy has can be set."""
+    if not item.get("set"):
+        return raw
+    if not item.get("set_source"):
+        raise ValueError(f"{item['id']}: 'set' needs 'set_source', where each value was read")
+    raw = json.loads(json.dumps(raw))
+    for dotted, value in item["set"].items():
+        *outer, key = dotted.split(".")
+        block = raw
+        for part in outer:
+            block = block[part]
+        if key not in block:
+            raise ValueError(f"{item['id']}: 'set' names {dotted!r}, which the copy does not have")
+        block[key] = value
+    return raw
 
 
 def _entry(item: dict[str, Any], raw: dict[str, Any], url: str) -> dict[str, Any]:
@@ -263,8 +291,11 @@ def _entry(item: dict[str, Any], raw: dict[str, Any], url: str) -> dict[str, Any
         notes.append(f"no copy of its config.json was found: built from the defaults of transformers "
                      f"{item['transformers']}'s {item['defaults']} configuration class, whose docstring names "
                      f"{item['hf_id']} as their checkpoint")
-        for dotted, value in (item.get("set") or {}).items():
-            notes.append(f"{dotted} = {value!r} as read in {item['set_source']}")
+    for dotted, value in (item.get("set") or {}).items():
+        notes.append(f"{dotted} = {value!r} as read in {item['set_source']}")
+    if item.get("vendored"):
+        notes.append(f"the copy's literal values are kept in knowledge/catalog_configs/{item['vendored']}, its repository "
+                     f"being too large to mirror")
     if item.get("preset") and not item.get("assigned"):
         notes.append(f"MLC LLM preset {item['preset']!r} (its copy of the model's config.json)")
     if item.get("assigned"):

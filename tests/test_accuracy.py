@@ -124,12 +124,18 @@ def test_grid_logits_and_peaks_hold(grid_estimates, key):
 def test_grid_saved_tensors_agree_with_the_live_count():
     """Without checkpointing what autograd saved and what is alive at the end of the forward are the same
     storages (4 B apart at most: the loss scalar).  DeepSeek's LoRA cell holds a few KiB alive that autograd did
-    not save (0.04 % of its activations); that family is held to 0.1 %."""
+    not save (0.04 % of its activations); that family is held to 0.1 %.  LLaVA-NeXT runs its tower's last layer
+    for nothing (vision_feature_layer -2): autograd saves that layer's tensors, which are freed with the unused
+    output before the forward ends, so the live count is the smaller, by that one layer (at most 3 % here)."""
     for row in GRID["cells"]:
         m = row["measured"]
-        if m.get("saved") is not None:
-            bound = 1e-3 * m["activations"] if row["cell"]["family"] == "deepseek_v3" else 8
-            assert abs(m["saved"] - m["activations"]) <= bound, row["name"]
+        if m.get("saved") is None:
+            continue
+        if row["cell"]["family"] == "llava_next":
+            assert -8 <= m["saved"] - m["activations"] <= 0.03 * m["activations"], row["name"]
+            continue
+        bound = 1e-3 * m["activations"] if row["cell"]["family"] == "deepseek_v3" else 8
+        assert abs(m["saved"] - m["activations"]) <= bound, row["name"]
 
 
 # ---------------------------------------------------------------------------------------------- published

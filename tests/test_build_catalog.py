@@ -104,3 +104,27 @@ def test_a_trimmed_table_is_trusted_only_where_its_entries_give_the_full_copies_
             "num_layers": 24, "vocab_size": 32128}
     trimmed, full = build_catalog.trimmed_and_full("t5", flan, catalog_config("flan-t5-large"))
     assert trimmed[0] < full[0]
+
+
+def test_a_value_cut_for_a_test_is_restored_only_where_the_copy_has_it_and_with_its_source():
+    copy = {"model_type": "llava_next", "vision_config": {"num_hidden_layers": 2, "hidden_size": 1024}}
+    item = {"id": "m", "set": {"vision_config.num_hidden_layers": 24}, "set_source": "the line's own comment"}
+    out = build_catalog._set_keys(item, copy)
+    assert out["vision_config"]["num_hidden_layers"] == 24
+    assert copy["vision_config"]["num_hidden_layers"] == 2          # the copy read is left as it was
+    with pytest.raises(ValueError, match="set_source"):
+        build_catalog._set_keys({"id": "m", "set": {"vision_config.num_hidden_layers": 24}}, copy)
+    with pytest.raises(ValueError, match="does not have"):
+        build_catalog._set_keys({**item, "set": {"vision_config.depth": 24}}, copy)
+
+
+def test_every_vendored_copy_is_listed_with_the_repository_it_was_read_from():
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    data = yaml.safe_load((root / "knowledge" / "catalog_sources.yaml").read_text(encoding="utf-8"))
+    listed = {item["vendored"]: item for item in data["configs"] if item.get("vendored")}
+    on_disk = {p.name for p in (root / "knowledge" / "catalog_configs").glob("*.json")}
+    assert listed and set(listed) == on_disk
+    for item in listed.values():
+        assert item["from"] in data["sources"] and item["path"]

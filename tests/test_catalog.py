@@ -318,10 +318,10 @@ def test_a_name_that_goes_on_with_a_size_word_is_a_sibling_the_catalog_lacks():
     assert [m.shape.id for m in find_models_in_text("gpt2-medium, then gpt2 on a T4")] == ["gpt2-medium", "gpt2"]
 
 
-@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-72b",
+@pytest.mark.parametrize("name", ["GLM-4.5-Air", "zai-org/GLM-4.5-Air", "Qwen2.5-VL-32B-Instruct", "qwen2.5-vl-72b",
                                   "command-r-plus", "CohereForAI/c4ai-command-r-plus-08-2024", "Qwen2.5-Coder-7B"])
 def test_a_variant_of_a_catalog_model_is_not_that_model(name):
-    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-7B has a vision tower
+    # GLM-4.5-Air is 106B to GLM-4.5's 355B, Command R+ 104B to Command R's 35B, Qwen2.5-VL-32B has a vision tower
     assert resolve_model(name)[0] is None
     assert find_models_in_text(f"OOM while training {name} with LoRA") == []
 
@@ -425,6 +425,76 @@ def test_gemma_3n_counts_its_language_model_and_says_its_towers_are_not_counted(
     # 262,144 rows of 35 x 256 per-layer inputs beside the 262,400 x 2048 embedding (lm_head tied to it)
     assert m.param_count() == 6_835_235_568 and m.tied_embeddings
     assert m.kv_cache_values_per_token() == 20 * 2 * 2 * 256
+
+
+def test_vision_language_names_resolve_to_the_model_with_its_tower_not_its_language_model():
+    # the lead's probe: "llava-v1.6-mistral-7b" had been read as Mistral 7B v0.3, its vision tower lost
+    for name in ("llava-v1.6-mistral-7b", "llava-hf/llava-v1.6-mistral-7b-hf", "llava-next-7b", "LLaVA-NeXT-Mistral-7B",
+                 "LLaVA-1.6-Mistral-7B"):
+        shape = resolve_model(name)[0]
+        assert shape is not None and shape.id == "llava-v1.6-mistral-7b", name
+    for name in ("qwen2.5vl 7b", "Qwen/Qwen2.5-VL-7B-Instruct", "通义千问2.5-VL-7B"):
+        assert resolve_model(name)[0].id == "qwen2.5-vl-7b", name
+    found = find_models_in_text("OOM with llava-v1.6-mistral-7b, full fine-tuning of projector + LLM, 672x672 images")
+    assert [m.shape.id for m in found] == ["llava-v1.6-mistral-7b"]
+    # siblings whose config.json was not found stay unknown rather than borrowing a neighbour's figures
+    for name in ("LLaVA-1.6-Vicuna-13B", "llava-v1.6-vicuna-7b", "llava-v1.6-34b", "llava-1.5-13b",
+                 "Qwen2.5-VL-72B-Instruct", "InternVL3-8B"):
+        assert resolve_model(name)[0] is None, name
+
+
+def test_llava_next_counts_its_tower_projector_and_newline_vector():
+    m = MODELS["llava-v1.6-mistral-7b"]
+    assert (m.model_type, m.layers, m.hidden, m.kv_heads, m.vocab) == ("mistral", 32, 4096, 8, 32064)
+    tower = m.vision
+    assert (tower.layers, tower.hidden, tower.image_size, tower.patch) == (24, 1024, 336, 14)
+    assert tower.grid_pinpoints == ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
+    assert tower.tokens_vary and not tower.tokens_per_image
+    # the language model alone is Mistral 7B's shape with 64 more rows; the rest is CLIP-L, projector and newline
+    assert m.param_count() == 7_566_747_648
+    assert MODELS["qwen2.5-vl-7b"].param_count() == 8_292_166_656
+
+
+def test_internvl_remote_code_checkpoints_are_read_with_their_internvit_and_projector():
+    m = MODELS["internvl2.5-1b"]
+    for name in ("OpenGVLab/InternVL2_5-1B", "InternVL2.5-1B", "书生·万象2.5-1B"):
+        assert resolve_model(name)[0].id == "internvl2.5-1b", name
+    assert (m.model_type, m.hidden, m.layers, m.vocab) == ("qwen2", 896, 24, 151674)
+    tower = m.vision
+    assert (tower.model_type, tower.layers, tower.hidden, tower.image_size) == ("internvl_vision", 24, 1024, 448)
+    # the remote code's module names, which peft's target names meet: a fused qkv, mlp1's linears 1 and 3
+    assert {l.name for l in tower.linears} == {"qkv", "proj", "fc1", "fc2", "1", "3"}
+    assert m.param_count() == 938_193_024
+    # the other sizes' configs were not found: unknown, not InternVL2.5-1B's figures
+    for name in ("InternVL2_5-8B", "InternVL3-8B", "OpenGVLab/InternVL3-1B"):
+        assert resolve_model(name)[0] is None, name
+
+
+@pytest.mark.parametrize("vision", [
+    # InternViT-300M's switches, then the 6B tower's (RMSNorms, q and k norms, no qkv bias), both scaled down
+    {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "attention_bias": True, "norm_type": "layer_norm", "image_size": [112, 112], "patch_size": [14, 14]},
+    {"hidden_size": 96, "intermediate_size": 192, "num_hidden_layers": 3, "num_attention_heads": 4,
+     "attention_bias": False, "use_qk_norm": True, "norm_type": "rms_norm", "image_size": 56, "patch_size": 14},
+])
+def test_transformers_own_internvl_class_counts_what_the_reader_counts(vision):
+    from conftest import require
+    require("torch")
+    require("transformers")
+    import warnings
+
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    text = {"model_type": "qwen2", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False}
+    config = {"model_type": "internvl", "downsample_ratio": 0.5, "tie_word_embeddings": False,
+              "vision_config": {"model_type": "internvl_vision", **vision}, "text_config": text}
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = AutoModelForImageTextToText.from_config(
+            AutoConfig.for_model("internvl", **{k: v for k, v in config.items() if k != "model_type"}))
+    assert from_hf_config(config).param_count() == sum(p.numel() for p in model.parameters())
 
 
 def test_pythia_410m_is_read_from_a_fine_tunes_copy_without_what_the_fine_tune_changed():

@@ -17,6 +17,7 @@ MIXTRAL = get_model("mixtral-8x7b")
 DEEPSEEK_V3 = get_model("deepseek-v3")
 QWEN3_VL = get_model("qwen3-vl-2b")
 MLLAMA = get_model("llama-3.2-11b-vision")
+LLAVA_NEXT = get_model("llava-v1.6-mistral-7b")
 # google/flan-t5-base's config.json (the keys the estimate reads)
 FLAN_T5 = from_hf_config(
     {"model_type": "t5", "d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_decoder_layers": 12,
@@ -95,6 +96,9 @@ SETUPS = {
     "gemma 3n, bf16 weights": dict(model=get_model("gemma-3n-e4b"), method="lora", load_dtype="bf16",
                                    lora_targets=("all-linear",)),
     "gemma 3n full": dict(model=get_model("gemma-3n-e4b"), method="full", seq_len=512),
+    # a LLaVA tower trained in full (its unread last layer keeps no gradient), then frozen
+    "llava full": dict(model=LLAVA_NEXT, method="full", image_size=672),
+    "llava frozen tower": dict(model=LLAVA_NEXT, method="full", image_size=672, freeze_vision=True),
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import require
 from oomdoctor.catalog import get_model
 from oomdoctor.estimate import Setup, estimate
 from oomdoctor.estimate.activations import activations
@@ -72,3 +73,151 @@ def test_estimates_run_for_the_new_families():
         est = estimate(Setup(model=model, method="lora", load_dtype="bf16", batch_size=2, seq_len=2048))
         assert est.per_gpu_gib > est.weights_gib > 0 and est.total_params == model.param_count()
         assert est.breakdown["activations"] > 0
+
+
+LLAVA_NEXT = get_model("llava-v1.6-mistral-7b")
+
+
+def test_llava_next_image_tokens_are_the_processors_for_any_width_and_height():
+    """The anyres count against transformers' own LlavaNextProcessor arithmetic and the views its model encodes."""
+    require("transformers")
+    from types import SimpleNamespace
+
+    from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
+    from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
+
+    from oomdoctor.estimate.vision import anyres_grid
+
+    tower = LLAVA_NEXT.vision
+    pinpoints = [list(p) for p in tower.grid_pinpoints]
+    proc = SimpleNamespace(image_processor=SimpleNamespace(image_grid_pinpoints=pinpoints), patch_size=tower.patch,
+                           num_additional_image_tokens=1)
+    proc._get_unpadded_features = lambda *a: LlavaNextProcessor._get_unpadded_features(proc, *a)
+    for height in range(40, 2400, 71):
+        for width in range(40, 2400, 89):
+            grid = anyres_grid(tower, height, width)
+            # "default" feature selection drops each view's CLS feature: one token less than the features
+            assert grid.tokens == LlavaNextProcessor._get_number_of_features(proc, height, width, 336, 336) - 1
+            assert grid.views == image_size_to_num_patches((height, width), pinpoints, tower.image_size)
+
+
+def test_llava_next_672_square_images_are_a_2x2_grid_plus_the_whole_view():
+    tokens, patches = image_tokens(LLAVA_NEXT.vision, 672)
+    # 48x48 features of the four tiles, a newline per row, 24x24 of the whole view
+    assert tokens == 48 * 48 + 48 + 24 * 24 == 2928
+    assert patches == 5 * 577
+    # a frozen tower keeps the batch's pixel_values (five 336-px views an image, float32) and, as the projector
+    # still trains, its input (576 features a view of 1024), GELU's input and linear_2's (4096 each), in bf16
+    s = Setup(model=LLAVA_NEXT, method="full", freeze_vision=True, load_dtype="bf16", seq_len=4096, image_size=672)
+    act = tower_activations(s, 1)
+    assert act.inputs == 4 * 5 * 3 * 336 ** 2
+    assert act.kept - act.inputs == 5 * 576 * 2 * (1024 + 2 * 4096)
+    # under LoRA nothing in the tower or projector trains: the pixels alone
+    lora = tower_activations(s.replace(method="lora", lora_targets=("q_proj", "v_proj")), 1)
+    assert lora.kept == lora.inputs
+    # trained, the tower keeps tensors for every one of the 2,885 positions
+    assert tower_activations(s.replace(freeze_vision=False), 1).kept > 100 * act.inputs
+
+
+def test_llava_next_states_the_grid_it_assumed_in_both_languages():
+    from oomdoctor.knowledge import default
+
+    kb = default()
+    est = estimate(Setup(model=LLAVA_NEXT, method="lora", load_dtype="bf16", seq_len=4096, image_size=672))
+    grid = [a for a in est.assumptions if a.key == "anyres_grid"]
+    assert len(grid) == 1 and grid[0].params["tokens"] == 2928 and grid[0].params["views"] == 5
+    for lang in ("en", "zh"):
+        text = kb.text("assume.anyres_grid", lang, **grid[0].params)
+        assert "672×672" in text and "2×2" in text and "2928" in text
+    # the tokens follow the resolution, so a consultation asks for it when the tower trains
+    assert est.image_tokens_vary
+    assert not estimate(Setup(model=get_model("llava-1.5-7b"), method="lora", load_dtype="bf16",
+                              seq_len=1024)).image_tokens_vary
+
+
+# The modules LLaMA-Factory's freeze_vision_tower leaves frozen (its composite-model registry): the whole tower for
+# LLaVA, Gemma 3, Mistral 3 and Mllama; Qwen's visual blocks and patch embedding, not visual.merger (Qwen3-VL's
+# position table and deepstack mergers freeze with the tower).
+FROZEN_MODULES = {
+    "llava-v1.6-mistral-7b": ("model.vision_tower.",),
+    "qwen2.5-vl-7b": ("model.visual.patch_embed", "model.visual.blocks"),
+    "qwen3-vl-2b": ("model.visual.pos_embed", "model.visual.patch_embed", "model.visual.blocks",
+                    "model.visual.deepstack_merger_list"),
+    "gemma-3-4b": ("model.vision_tower.",),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(FROZEN_MODULES))
+def test_a_frozen_tower_leaves_the_trained_parameters_as_transformers_counts_them(model_id):
+    require("torch")
+    require("transformers")
+    import importlib.util
+    import warnings
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    from oomdoctor.estimate.trainable import trainable
+
+    spec = importlib.util.spec_from_file_location(
+        "param_counts", Path(__file__).resolve().parents[1] / "bench" / "accuracy" / "param_counts.py")
+    counts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(counts)
+    shape = get_model(model_id)
+    mt, kw = counts.from_catalog_config(shape)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = AutoModelForImageTextToText.from_config(AutoConfig.for_model(mt, pad_token_id=None, **kw))
+    trained = sum(p.numel() for name, p in model.named_parameters()
+                  if not name.startswith(FROZEN_MODULES[model_id]))
+    setup = Setup(model=shape, method="full", load_dtype="bf16", freeze_vision=True)
+    assert trainable(setup).params == trained
+    assert trainable(setup.replace(freeze_vision=False)).params == shape.param_count()
+
+
+def test_a_frozen_tower_read_from_a_config_reaches_the_estimate():
+    from oomdoctor.estimate.from_facts import setup_from_facts
+
+    facts = {"model.name": "llava-v1.6-mistral-7b", "train.method": "full", "model.load_dtype": "bf16",
+             "train.seq_len": 4096, "train.image_size": 672}
+    thawed, _ = setup_from_facts(facts)
+    frozen, _ = setup_from_facts({**facts, "train.freeze_vision": True})
+    assert frozen.freeze_vision and not thawed.freeze_vision
+    a, b = estimate(thawed), estimate(frozen)
+    tower = LLAVA_NEXT.vision
+    assert a.trainable_params - b.trainable_params == tower.params - tower.projector_params
+    # the breakdown is the peak moment's, which moves (backward when the tower trains, the optimizer step when not)
+    assert b.per_gpu_gib < a.per_gpu_gib
+    assert any(l.key == "derive.trainable.vision_frozen" for l in b.derivation)
+
+
+INTERNVL = get_model("internvl2.5-1b")
+
+
+def test_internvl_tiles_are_transformers_grid_for_any_width_and_height():
+    require("PIL")
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import get_optimal_tiled_canvas
+
+    from oomdoctor.estimate.vision import internvl_tiles
+
+    tower = INTERNVL.vision
+    assert tower.dynamic_tiles == (1, 12) and tower.thumbnail and tower.tokens_per_image == 256
+    for height in range(30, 4000, 97):
+        for width in range(30, 4000, 113):
+            cols, rows, tiles = internvl_tiles(tower, height, width)
+            assert (cols, rows) == tuple(get_optimal_tiled_canvas((height, width), (448, 448), 1, 12))
+            assert tiles == cols * rows + (1 if cols * rows > 1 else 0)
+
+
+def test_internvl_image_tokens_follow_the_tiles_and_the_grid_is_stated():
+    from oomdoctor.knowledge import default
+
+    # one 448-px tile is 32x32 patches, pixel-shuffled 2x2 into 256 tokens; 896 px is 2x2 tiles and a thumbnail
+    assert image_tokens(INTERNVL.vision, 448) == (256, 1025)
+    assert image_tokens(INTERNVL.vision, 896) == (5 * 256, 5 * 1025)
+    est = estimate(Setup(model=INTERNVL, method="full", load_dtype="bf16", seq_len=4096, image_size=896))
+    said = [a for a in est.assumptions if a.key == "dynamic_tiles"]
+    assert len(said) == 1 and said[0].params["tiles"] == 5 and est.image_tokens_vary
+    for lang in ("en", "zh"):
+        assert "2×2" in default().text("assume.dynamic_tiles", lang, **said[0].params)

@@ -557,7 +557,10 @@ def test_explicit_model_beats_a_name_in_a_title_or_a_path():
     assert "model.load_dtype" not in got  # GPTQ weights are 4-bit already, not NF4
     # A vision sibling the catalog has is that model; one it lacks is no text model of the title's name.
     assert observed("model_name_or_path: ./data/Qwen3-VL-8B-Instruct\nQwen3-8B in the title")["model.name"] == "qwen3-vl-8b"
-    assert "model.name" not in observed("model_name_or_path: ./data/Qwen2.5-VL-7B-Instruct\nQwen2.5-7B in the title")
+    # (Qwen2.5-VL-7B joined the catalog on 2026-12-03, so the sibling it lacks is now the 32B)
+    assert observed("model_name_or_path: ./data/Qwen2.5-VL-7B-Instruct\nQwen2.5-7B in the title")["model.name"] \
+        == "qwen2.5-vl-7b"
+    assert "model.name" not in observed("model_name_or_path: ./data/Qwen2.5-VL-32B-Instruct\nQwen2.5-32B in the title")
 
 
 def test_a_folder_that_names_no_model_leaves_the_stated_name():

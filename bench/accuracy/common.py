@@ -110,6 +110,19 @@ RAW_CONFIGS: dict[str, dict[str, Any]] = {
                      "laurel_rank": 16, "altup_num_inputs": 4, "num_kv_shared_layers": 5,
                      "activation_sparsity_pattern": [0.95, 0.95] + [0.0] * 8, "pad_token_id": 0,
                      "bos_token_id": 2, "eos_token_id": 1, "max_position_embeddings": 4096},
+    # LLaVA-NeXT (llava-v1.6-mistral-7b-hf): a 24-layer CLIP ViT-L/14 at 336 px, anyres tiles from
+    # image_grid_pinpoints and a newline vector, into Mistral 7B; here 2 CLIP layers of 64 over 56-px tiles (4x4
+    # patches) and a 2-layer Mistral of 256.
+    "llava_next": {"model_type": "llava_next", "image_token_index": 10, "vision_feature_layer": -2,
+                   "vision_feature_select_strategy": "default", "tie_word_embeddings": False,
+                   "image_grid_pinpoints": [[56, 112], [112, 56], [112, 112]],
+                   "text_config": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512,
+                                   "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                                   "vocab_size": 2048, "max_position_embeddings": 4096, "sliding_window": None,
+                                   "tie_word_embeddings": False},
+                   "vision_config": {"model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                     "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 56,
+                                     "patch_size": 14, "projection_dim": 64}},
 }
 
 # Keys transformers needs beyond to_hf_config() for a tiny random model.
@@ -154,6 +167,7 @@ class Cell:
     target: int = 0                   # encoder-decoder models: target tokens per row (source tokens: seq)
     images: int = 0                   # vision-language models: images per row, each of image_side² pixels
     image_side: int = 0
+    freeze_vision: bool = False       # the vision tower frozen (LLaMA-Factory's freeze_vision_tower)
 
     @property
     def name(self) -> str:
@@ -162,6 +176,8 @@ class Cell:
                  + (f"i{self.images}x{self.image_side}" if self.images else "") + ("pad" if self.padded else "")]
         if self.grad_checkpointing:
             parts.append("gc")
+        if self.freeze_vision:
+            parts.append("frozen-tower")
         if self.optimizer != "adamw":
             parts.append(self.optimizer)
         if self.method == "lora":
@@ -197,6 +213,7 @@ def setup_for_cell(cell: Cell, shape: ModelShape | None = None) -> Setup:
         lora_rank=cell.lora_rank, lora_targets=tuple(cell.lora_targets), lora_dropout=cell.lora_dropout,
         packing=not cell.padded, target_len=cell.target or None,
         images_per_sample=cell.images or None, image_size=cell.image_side or None,
+        freeze_vision=cell.freeze_vision,
     )
 
 

@@ -114,7 +114,7 @@ def grid(quick: bool = False) -> list[Cell]:
         for attention in ("eager", "sdpa"):
             cells.append(Cell("llama", "full", batch=b, seq=s, attention=attention))
             cells.append(Cell("llama", "lora", batch=b, seq=s, attention=attention, padded=b > 1))
-    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells() + mllama_cells() + gemma3n_cells()
+    cells += moe_cells() + t5_cells() + vlm_cells() + mistral3_cells() + mllama_cells() + gemma3n_cells() + llava_next_cells()
     if quick:
         cells = cells[::7]
     return cells
@@ -140,6 +140,19 @@ def mllama_cells() -> list[Cell]:
         Cell("mllama", "lora", dtype="bf16", batch=2, seq=128, images=1, image_side=56, lora_targets=("all-linear",)),
         Cell("mllama", "lora", dtype="bf16", batch=2, seq=128, images=1, image_side=56, grad_checkpointing=True,
              lora_targets=("all-linear",)),
+    ]
+
+
+def llava_next_cells() -> list[Cell]:
+    """LLaVA-NeXT reading 112-pixel images: a 2x2 grid of 56-px tiles and the whole image, 5 views of 17 positions
+    through the CLIP tower, 88 image tokens (8x8 tile features, 8 newlines, 4x4 of the whole view): LoRA on q and v
+    (the tower's by name too), on every linear layer, and full fine-tuning with the tower trained and frozen."""
+    return [
+        Cell("llava_next", "lora", batch=2, seq=128, images=1, image_side=112),
+        Cell("llava_next", "lora", batch=2, seq=128, images=1, image_side=112, lora_targets=("all-linear",)),
+        Cell("llava_next", "full", batch=1, seq=128, images=1, image_side=112),
+        # the lead's probe: projector and language model trained in full, the tower frozen
+        Cell("llava_next", "full", batch=1, seq=128, images=1, image_side=112, freeze_vision=True),
     ]
 
 
@@ -217,7 +230,7 @@ def run_cell(cell: Cell) -> Measured:
     config.use_cache = False
     torch.manual_seed(0)
     seq2seq = model_type == "t5"
-    vlm = model_type in ("qwen2_5_vl", "mistral3", "mllama")
+    vlm = model_type in ("qwen2_5_vl", "mistral3", "mllama", "llava_next")
     auto = (transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForImageTextToText if vlm
             else transformers.AutoModelForCausalLM)
     model = auto.from_config(config, attn_implementation=cell.attention, dtype=dtypes[cell.dtype])
@@ -227,6 +240,10 @@ def run_cell(cell: Cell) -> Measured:
         model = peft.get_peft_model(model, peft.LoraConfig(
             r=cell.lora_rank, lora_alpha=2 * cell.lora_rank, lora_dropout=cell.lora_dropout,
             target_modules=targets, task_type="SEQ_2_SEQ_LM" if seq2seq else "CAUSAL_LM"))
+    if cell.freeze_vision:
+        # as LLaMA-Factory's freeze_vision_tower does for LLaVA: the tower's parameters leave the trained ones
+        for p in model.model.vision_tower.parameters():
+            p.requires_grad_(False)
     if cell.grad_checkpointing:
         model.gradient_checkpointing_enable()     # transformers' default: non-reentrant torch checkpoint
     model.train()
@@ -253,6 +270,20 @@ def run_cell(cell: Cell) -> Measured:
         batch["aspect_ratio_ids"] = torch.full((cell.batch, cell.images), 6, dtype=torch.long)
         batch["aspect_ratio_mask"] = torch.ones(cell.batch, cell.images, tiles, dtype=torch.long)
         batch["cross_attention_mask"] = torch.ones(cell.batch, cell.seq, cell.images, tiles, dtype=torch.long)
+    elif model_type == "llava_next":
+        # each row opens with its images' tokens (as LlavaNextProcessor counts them), then text; pixel_values hold
+        # every image's views (the whole image, then its tiles), float32 as the image processor returns them
+        from oomdoctor.estimate.vision import anyres_grid
+        grid = anyres_grid(shape_for("llava_next").vision, cell.image_side, cell.image_side)
+        ids[ids <= cfg["image_token_index"]] += cfg["image_token_index"] + 1
+        ids[:, :cell.images * grid.tokens] = cfg["image_token_index"]
+        labels = ids.clone()
+        if cell.padded:
+            labels[mask == 0] = -100
+        batch["labels"] = labels
+        side = cfg["vision_config"]["image_size"]
+        batch["pixel_values"] = torch.randn(cell.batch * cell.images, grid.views, 3, side, side, generator=g)
+        batch["image_sizes"] = torch.tensor([[cell.image_side, cell.image_side]] * (cell.batch * cell.images))
     elif model_type == "mistral3":
         # each row opens with its images: rows of one [IMG] per 2x2 patches, each row closed by another id
         # ([IMG_BREAK], the last [IMG_END]: ordinary tokens to the model), then text

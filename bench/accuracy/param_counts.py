@@ -26,6 +26,12 @@ parameter layout is identical (see ``tf_config``):
     == o_proj without, w2/w1/c_proj == gate/up/down_proj at intermediate_size/2,
     RMSNorms, untied lm_head.
 
+  * internvl_chat (InternVL 2.5 / 3 as their checkpoints' remote code builds
+    them): InternVLForConditionalGeneration, transformers' own class for the
+    converted (-hf) checkpoints -- the same InternViT, pixel shuffle and
+    projector, its fused qkv split into q/k/v_proj, ls1/ls2 == lambda_1/2,
+    mlp1 == multi_modal_projector (see ``internvl_native``).
+
 Usage: bench/accuracy/.venv/bin/python bench/accuracy/param_counts.py [--check]
 """
 
@@ -78,6 +84,20 @@ def tf_config(shape: ModelShape) -> tuple[str, dict]:
     return mt, cfg
 
 
+def internvl_native(kw: dict) -> dict:
+    """An InternVL remote-code config (``internvl_chat``) as transformers' InternVLConfig keys: the vision block's
+    keys under their native names, llm_config as text_config, the language model's tying said outright (the
+    composite class ties by default)."""
+    v, text = kw["vision_config"], dict(kw["llm_config"])
+    vision = {"hidden_size": v["hidden_size"], "intermediate_size": v["intermediate_size"],
+              "num_hidden_layers": v["num_hidden_layers"], "num_attention_heads": v["num_attention_heads"],
+              "attention_bias": v.get("qkv_bias", False), "use_qk_norm": v.get("qk_normalization", False),
+              "norm_type": v.get("norm_type", "layer_norm"), "num_channels": v.get("num_channels", 3),
+              "image_size": kw.get("force_image_size") or v.get("image_size", 448), "patch_size": v.get("patch_size", 14)}
+    return {"vision_config": vision, "text_config": text, "downsample_ratio": kw.get("downsample_ratio", 0.5),
+            "tie_word_embeddings": bool(text.get("tie_word_embeddings", False))}
+
+
 def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
     """(model_type, config kwargs) from the config.json keys a generated entry was built from."""
     config = catalog_config(shape.id)
@@ -96,6 +116,8 @@ def from_catalog_config(shape: ModelShape) -> tuple[str, dict] | None:
         text.pop("model_type", None)
         text.setdefault("tie_word_embeddings", kw.get("tie_word_embeddings", True))
         return "gemma3n_text", text
+    if mt == "internvl_chat":
+        mt, kw = "internvl", internvl_native(kw)
     for old, new in LEGACY_KEYS.get(mt, {}).items():
         if old in kw:
             kw.setdefault(new, kw.pop(old))

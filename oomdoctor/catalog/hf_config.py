@@ -42,6 +42,13 @@ _LLAMA_DEFAULTS: dict[str, Any] = {
     "num_attention_heads": 32, "max_position_embeddings": 2048,
 }
 
+# transformers' MistralConfig defaults (transformers 5.24): LLaVA-NeXT's config.json keeps only the text keys that
+# differ from them (llava-v1.6-mistral-7b-hf's text_config has no hidden_size or layer count).
+_MISTRAL_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+}
+
 
 def _req(cfg: Mapping[str, Any], *keys: str, where: str = "") -> Any:
     for k in keys:
@@ -408,8 +415,8 @@ READERS: dict[str, Reader] = {
 }
 
 # Multimodal wrappers: the language model's config and the vision tower's (read by ``vision``).
-MULTIMODAL_TYPES = ("llava", "mllama", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "mistral3",
-                    "llama4")
+MULTIMODAL_TYPES = ("llava", "llava_next", "mllama", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3",
+                    "mistral3", "llama4", "internvl", "internvl_chat")
 
 
 # Gemma 3n (AltUp, LAuReL, per-layer embeddings; its towers are not modelled): read by ``gemma3n``.
@@ -425,22 +432,24 @@ def supported_types() -> tuple[str, ...]:
 
 def _language_config(config: Mapping[str, Any], mt: str) -> tuple[Mapping[str, Any], str]:
     """The language model's config inside a multimodal one, and its model_type."""
-    text = config.get("text_config")
+    # InternVL's remote-code checkpoints call the language model's block llm_config
+    text = config.get("llm_config") if mt == "internvl_chat" else config.get("text_config")
     if mt in ("qwen2_vl", "qwen2_5_vl") and not isinstance(text, Mapping):
         # Qwen2-VL and Qwen2.5-VL configs keep the language model's keys at the top level
         return config, "qwen2"
     if not isinstance(text, Mapping):
         if mt == "gemma3":
             raise ShapeError("gemma3 config.json without a 'text_config' block")
-        raise ShapeError(f"{mt} config.json has no 'text_config' block")
-    defaults = {"llava": "llama", "mllama": "mllama_text", "gemma3": "gemma3_text", "mistral3": "mistral",
+        raise ShapeError(f"{mt} config.json has no '{'llm_config' if mt == 'internvl_chat' else 'text_config'}' block")
+    defaults = {"llava": "llama", "llava_next": "llama", "mllama": "mllama_text", "gemma3": "gemma3_text", "mistral3": "mistral",
                 "qwen3_vl": "qwen3", "qwen3_vl_moe": "qwen3_moe", "llama4": "llama4_text",
-                "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+                "qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "internvl": "qwen2", "internvl_chat": "qwen2"}
     inner = str(text.get("model_type") or defaults[mt])
     merged = dict(text)
-    if mt == "llava" and inner == "llama":
-        # LLaVA-1.5 configs give only what differs from LlamaConfig's defaults
-        merged = {**_LLAMA_DEFAULTS, **{k: v for k, v in text.items() if v is not None}}
+    if mt in ("llava", "llava_next") and inner in ("llama", "mistral"):
+        # LLaVA-1.5 and LLaVA-NeXT configs give only what differs from LlamaConfig's (MistralConfig's) defaults
+        base = _LLAMA_DEFAULTS if inner == "llama" else _MISTRAL_DEFAULTS
+        merged = {**base, **{k: v for k, v in text.items() if v is not None}}
     if "tie_word_embeddings" in config and "tie_word_embeddings" not in text:
         merged["tie_word_embeddings"] = config["tie_word_embeddings"]
     return merged, inner

@@ -100,10 +100,28 @@ class Tower:
     tokens_per_image: int = 0
     tiles: int = 1                  # Mllama: an image is cut into up to this many tiles, each encoded
     global_layers: int = 0          # Mllama: of ``layers``, the gated global layers after the local ones
+    # LLaVA-NeXT: the (height, width) resolutions an image is resized to and cut into image_size tiles (anyres)
+    grid_pinpoints: tuple[tuple[int, int], ...] = ()
+    feature_select: str = "default"  # LLaVA: "default" drops the CLS feature of each view, "full" keeps it
+    # What still trains when the tower is frozen (LLaMA-Factory's freeze_vision_tower): the projector (Qwen's
+    # visual.merger; its deepstack mergers freeze with the tower) and LLaVA-NeXT's image_newline
+    projector_params: int = 0
+    # InternVL: an image is cut into between these many image_size tiles by its aspect ratio, plus a thumbnail
+    dynamic_tiles: tuple[int, int] = ()
+    thumbnail: bool = False
+    # LLaVA reads an earlier layer's features (vision_feature_layer -2): the layers after it and the final norm
+    # (and a SigLIP pooling head) run for nothing and never get a gradient, though they require one
+    idle_layers: int = 0
+    idle_params: int = 0
 
     @property
     def linear_params(self) -> int:
         return sum(l.params for l in self.linears)
+
+    @property
+    def tokens_vary(self) -> bool:
+        """Whether the image tokens follow the resolution (merged patches, or LLaVA-NeXT's tile grids)."""
+        return self.merge > 1 or bool(self.grid_pinpoints) or bool(self.dynamic_tiles)
 
 
 # Module names per layout.  ``qkv``/``gate_up`` set means the projection is fused; ``gate`` None and

@@ -93,23 +93,82 @@ def _clip_like(vcfg: Mapping[str, Any], siglip: bool) -> tuple[int, list[Linear]
             other += h + 3 * h * h + 3 * h + 2 * h
     else:
         other += h + (patches + 1) * h + 2 * h          # class embedding, position table, pre_layrnorm
-    return other, linears, dict(hidden=h, inter=inter, layers=L, heads=heads, image=img, patch=p, patches=patches)
+    return other, linears, dict(hidden=h, inter=inter, layers=L, heads=heads, image=img, patch=p, patches=patches,
+                                channels=ch)
 
 
-def _llava(config, text_cfg, vcfg) -> Tower:
+# LlavaNextConfig's image_grid_pinpoints when a config leaves them out (transformers 5.24)
+LLAVA_NEXT_PINPOINTS = ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
+
+
+def _pinpoints(config) -> tuple[tuple[int, int], ...]:
+    raw = config.get("image_grid_pinpoints")
+    if raw is None:
+        return LLAVA_NEXT_PINPOINTS
+    if not isinstance(raw, (list, tuple)) or not raw or len(raw) > 1000:
+        raise ShapeError("'image_grid_pinpoints' must be a non-empty list of [height, width] pairs")
+    out = []
+    for pair in raw:
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000 for v in pair)):
+            raise ShapeError("'image_grid_pinpoints' must be a non-empty list of [height, width] pairs")
+        out.append((int(pair[0]), int(pair[1])))
+    return tuple(out)
+
+
+def _clip_like_base(v: Mapping[str, int], vt: str) -> int:
+    """What ``_clip_like`` counts outside the blocks before a SigLIP pooling head: the patch convolution, two
+    LayerNorms a layer, the final LayerNorm, and CLIP's class token and pre-LayerNorm or SigLIP's bias."""
+    h = v["hidden"]
+    base = v["channels"] * v["patch"] ** 2 * h + v["layers"] * 4 * h + 2 * h
+    if vt == "siglip_vision_model":
+        return base + h + v["patches"] * h
+    return base + h + (v["patches"] + 1) * h + 2 * h
+
+
+def _idle(layer: Any, v: Mapping[str, int], linears: list[Linear], other_head: int) -> tuple[int, int]:
+    """(layers, parameters) of the tower that LLaVA never reads: the layers after the deepest one
+    ``vision_feature_layer`` picks (hidden_states[i] is layer i's output, 0 the embeddings), the final LayerNorm and
+    a SigLIP pooling head (``other_head``: its non-linear part; its linears are the ones counted once)."""
+    L, h = v["layers"], v["hidden"]
+    picks = layer if isinstance(layer, (list, tuple)) and layer else [layer]
+    if any(isinstance(i, bool) or not isinstance(i, int) or not -(L + 1) <= i <= L for i in picks):
+        raise ShapeError(f"'vision_feature_layer' must be layer indices within the tower's {L} layers")
+    deepest = max(i if i >= 0 else L + 1 + i for i in picks)
+    idle_layers = L - deepest
+    per_layer = sum(l.params for l in linears if l.count == L) // L + 4 * h
+    head = sum(l.params for l in linears if l.count == 1) + other_head
+    return idle_layers, idle_layers * per_layer + 2 * h + head
+
+
+def _llava(config, text_cfg, vcfg, mt: str = "llava") -> Tower:
+    """LLaVA-1.5 (``llava``) and LLaVA-NeXT (``llava_next``): a CLIP or SigLIP tower, a two-layer projector from
+    the chosen layers' features (``vision_feature_layer``, one or several concatenated) into the language model,
+    and for LLaVA-NeXT the learned ``image_newline`` vector (the language model's width) that ends each row of
+    tiles' features."""
     vt = str(vcfg.get("model_type") or "clip_vision_model")
     if vt not in ("clip_vision_model", "siglip_vision_model"):
-        raise ShapeError(f"llava with a {vt} vision tower is not supported")
+        raise ShapeError(f"{mt} with a {vt} vision tower is not supported")
     other, linears, v = _clip_like(vcfg, vt == "siglip_vision_model")
     text_h = int(text_cfg.get("hidden_size") or 4096)
     bias = bool(config.get("multimodal_projector_bias", True))
-    projector = [Linear("linear_1", v["hidden"], text_h, 1, bias, "projector"),
+    layer = config.get("vision_feature_layer", -2)
+    feature_layers = len(layer) if isinstance(layer, (list, tuple)) and layer else 1
+    projector = [Linear("linear_1", v["hidden"] * feature_layers, text_h, 1, bias, "projector"),
                  Linear("linear_2", text_h, text_h, 1, bias, "projector")]
     strategy = str(config.get("vision_feature_select_strategy") or "default")
     tokens = v["patches"] + (0 if strategy == "default" or vt == "siglip_vision_model" else 1)
+    idle_layers, idle = _idle(layer, v, linears, other_head=other - _clip_like_base(v, vt))
     linears += projector
+    if mt == "llava_next":
+        other += text_h                                  # image_newline
+        return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
+                     tuple(linears), image_size=v["image"], grid_pinpoints=_pinpoints(config),
+                     feature_select=strategy, projector_params=_params(projector) + text_h,
+                     idle_layers=idle_layers, idle_params=idle)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
-                 tuple(linears), image_size=v["image"], tokens_per_image=tokens)
+                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=_params(projector),
+                 idle_layers=idle_layers, idle_params=idle)
 
 
 def _gemma3(config, text_cfg, vcfg) -> Tower:
@@ -117,10 +176,11 @@ def _gemma3(config, text_cfg, vcfg) -> Tower:
     other, linears, v = _clip_like(vcfg, True)
     text_h = int(text_cfg.get("hidden_size") or 2304)
     # mm_input_projection_weight (vision hidden × text hidden) and mm_soft_emb_norm (Gemma RMSNorm)
-    other += v["hidden"] * text_h + v["hidden"]
+    projector = v["hidden"] * text_h + v["hidden"]
+    other += projector
     tokens = int(config.get("mm_tokens_per_image") or 256)
     return Tower(vt, v["layers"], v["hidden"], v["heads"], v["inter"], v["patch"], other + _params(linears),
-                 tuple(linears), image_size=v["image"], tokens_per_image=tokens)
+                 tuple(linears), image_size=v["image"], tokens_per_image=tokens, projector_params=projector)
 
 
 def _qwen_vl(config, text_cfg, vcfg, mt: str) -> Tower:
@@ -148,14 +208,18 @@ def _qwen_vl(config, text_cfg, vcfg, mt: str) -> Tower:
                                             "fc2" if mt == "qwen2_vl" else "linear_fc2"), fused=True)
         other += L * 2 * 2 * h + 2 * h                                     # LayerNorms, merger norm
     up, down = ("0", "2") if mt in ("qwen2_vl", "qwen2_5_vl") else ("linear_fc1", "linear_fc2")
-    linears += [Linear(up, merged, merged, 1, True, "projector"), Linear(down, merged, out_h, 1, True, "projector")]
+    merger = [Linear(up, merged, merged, 1, True, "projector"), Linear(down, merged, out_h, 1, True, "projector")]
+    linears += merger
+    # visual.merger: its two linears and its norm (an RMSNorm weight in Qwen2.5-VL, a LayerNorm elsewhere)
+    merger_params = _params(merger) + (h if mt == "qwen2_5_vl" else 2 * h)
     if mt in ("qwen3_vl", "qwen3_vl_moe"):
         other += h + _int(vcfg, d, "num_position_embeddings") * h           # conv bias, position table
         deep = len(_get(vcfg, d, "deepstack_visual_indexes"))
         linears += [Linear("linear_fc1", merged, merged, deep, True, "projector"),
                     Linear("linear_fc2", merged, out_h, deep, True, "projector")]
         other += deep * 2 * merged                                         # their LayerNorms over merged width
-    return Tower(mt, L, h, heads, inter, p, other + _params(linears), tuple(linears), merge=m, temporal_patch=tp)
+    return Tower(mt, L, h, heads, inter, p, other + _params(linears), tuple(linears), merge=m, temporal_patch=tp,
+                 projector_params=merger_params)
 
 
 def _mllama(config, text_cfg, vcfg) -> Tower:
@@ -185,7 +249,8 @@ def _mllama(config, text_cfg, vcfg) -> Tower:
              + 2 * 2 * h                              # layernorm_pre, layernorm_post
              + (L + G) * 2 * 2 * h + G * 2)           # two LayerNorms a layer, two gates a global layer
     return Tower("mllama_vision_model", L + G, h, heads, inter, p, other + _params(linears), tuple(linears),
-                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G)
+                 image_size=img, tokens_per_image=1, tiles=tiles, global_layers=G,
+                 projector_params=_params([l for l in linears if l.kind == "projector"]))
 
 
 def _pixtral(config, text_cfg, vcfg) -> Tower:
@@ -210,7 +275,70 @@ def _pixtral(config, text_cfg, vcfg) -> Tower:
                 Linear("linear_1", h * feature_layers, text_h, 1, bias, "projector"),
                 Linear("linear_2", text_h, text_h, 1, bias, "projector")]
     other = ch * p * p * h + h + L * 2 * h + h        # patch convolution, ln_pre, two RMSNorms a layer, projector norm
-    return Tower(vt, L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img, merge=m)
+    projector = h + _params([l for l in linears if l.kind == "projector"])
+    return Tower(vt, L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img, merge=m,
+                 projector_params=projector)
+
+
+def _side(v: Any, what: str) -> int:
+    """InternVL's image_size and patch_size: a number or a square [height, width] pair."""
+    if isinstance(v, (list, tuple)) and len(v) == 2 and v[0] == v[1]:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 100_000:
+        raise ShapeError(f"vision_config: {what!r} must be a whole number or a square pair")
+    return v
+
+
+def _internvl(config, text_cfg, vcfg, mt: str) -> Tower:
+    """InternVL 2.5 / 3: an InternViT (a class token and position table, LayerNorm or RMSNorm blocks with a layer
+    scale on both branches, q and k RMSNorms in the 6B tower), its features pixel-shuffled by
+    ``downsample_ratio`` (2x2 patches into one token at 0.5), then a LayerNorm and two linears into the language
+    model.  ``internvl`` is transformers' own class (the ``-hf`` checkpoints); ``internvl_chat`` the checkpoints'
+    remote code, whose modules have the same parameters under other names (a fused qkv, ``mlp1``)."""
+    native = mt == "internvl"
+    h, inter = _int(vcfg, {}, "hidden_size"), _int(vcfg, {}, "intermediate_size")
+    L, heads = _int(vcfg, {}, "num_hidden_layers"), _int(vcfg, {}, "num_attention_heads")
+    ch = _int(vcfg, {"num_channels": 3}, "num_channels")
+    # the remote code resizes tiles to force_image_size when the config sets it
+    raw = config.get("force_image_size") if not native and config.get("force_image_size") else vcfg.get("image_size")
+    img = _side(448 if raw is None else raw, "image_size")
+    p = _side(_get(vcfg, {"patch_size": 14}, "patch_size"), "patch_size")
+    bias = bool(vcfg.get("attention_bias" if native else "qkv_bias", False))
+    qk_norm = bool(vcfg.get("use_qk_norm" if native else "qk_normalization", False))
+    norm = str(vcfg.get("norm_type") or "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise ShapeError(f"vision_config: norm_type {norm!r} is not supported")
+    ratio = config.get("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ShapeError("'downsample_ratio' must be a number in (0, 1]")
+    shuffle = int(1 / ratio) ** 2
+    text_h = int(text_cfg.get("hidden_size") or 896)
+    names = ("q_proj", "k_proj", "v_proj", "projection_layer") if native else ("qkv", "", "", "proj")
+    linears = [Linear(names[0], h, h, L, bias, "vision"), Linear(names[1], h, h, L, bias, "vision"),
+               Linear(names[2], h, h, L, bias, "vision")] if native else [Linear("qkv", h, 3 * h, L, bias, "vision")]
+    linears += [Linear(names[3], h, h, L, True, "vision"), Linear("fc1", h, inter, L, True, "vision"),
+                Linear("fc2", inter, h, L, True, "vision")]
+    projector = [Linear("linear_1" if native else "1", h * shuffle, text_h, 1, True, "projector"),
+                 Linear("linear_2" if native else "3", text_h, text_h, 1, True, "projector")]
+    linears += projector
+    patches = (img // p) ** 2
+    per_norm = 2 * h if norm == "layer_norm" else h
+    other = (ch * p * p * h + h + h + (patches + 1) * h            # patch convolution and bias, class token, positions
+             + L * (2 * per_norm + 2 * h + (2 * h if qk_norm else 0)))  # two norms, two layer scales, q/k norms
+    if native and vcfg.get("use_mask_token"):
+        other += h
+    if native and vcfg.get("use_mean_pooling") is False:
+        other += 2 * h                                                 # a final LayerNorm over the CLS output
+    merger_norm = 2 * h * shuffle                                      # the projector's LayerNorm
+    other += merger_norm
+    lo, hi = (config.get("min_dynamic_patch", 1), config.get("max_dynamic_patch", 12)) if not native else (1, 12)
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 1000 for v in (lo, hi)) or lo > hi:
+        raise ShapeError("'min_dynamic_patch' and 'max_dynamic_patch' must be whole numbers, the first no larger")
+    dynamic = bool(config.get("dynamic_image_size", True)) if not native else True
+    thumbnail = bool(config.get("use_thumbnail", True)) if not native else True
+    return Tower("internvl_vision", L, h, heads, inter, p, other + _params(linears), tuple(linears), image_size=img,
+                 tokens_per_image=patches // shuffle, projector_params=_params(projector) + merger_norm,
+                 dynamic_tiles=(lo, hi) if dynamic else (), thumbnail=thumbnail and dynamic)
 
 
 def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) -> Tower | None:
@@ -220,8 +348,8 @@ def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) 
         if mt in ("qwen2_vl", "qwen2_5_vl") and "vision_config" not in config:
             return None
         return None
-    if mt == "llava":
-        return _llava(config, text_cfg, vcfg)
+    if mt in ("llava", "llava_next"):
+        return _llava(config, text_cfg, vcfg, mt)
     if mt == "gemma3":
         return _gemma3(config, text_cfg, vcfg)
     if mt in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
@@ -230,6 +358,8 @@ def read_tower(config: Mapping[str, Any], mt: str, text_cfg: Mapping[str, Any]) 
         return _mllama(config, text_cfg, vcfg)
     if mt == "mistral3":
         return _pixtral(config, text_cfg, vcfg)
+    if mt in ("internvl", "internvl_chat"):
+        return _internvl(config, text_cfg, vcfg, mt)
     raise ShapeError(f"the vision tower of {mt} is not supported yet; its language model alone is not the model")
 
 

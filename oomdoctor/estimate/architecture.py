@@ -8,7 +8,7 @@ from .setup import Setup
 def assumptions(setup: Setup) -> list:
     from .estimate import Assumed
     from .experts import wrapped
-    from .vision import DEFAULT_IMAGE_SIDE, image_tokens, needs_grad
+    from .vision import DEFAULT_IMAGE_SIDE, anyres_grid, image_tokens, internvl_tiles, needs_grad
 
     shape = setup.model
     out = []
@@ -16,9 +16,23 @@ def assumptions(setup: Setup) -> list:
     if tower is not None:
         if setup.images_per_sample is None:
             out.append(Assumed("images_per_sample", {"n": 1}))
-        if setup.image_size is None and not tower.tokens_per_image:
+        if setup.image_size is None and (not tower.tokens_per_image or tower.dynamic_tiles):
             tokens, _ = image_tokens(tower, DEFAULT_IMAGE_SIDE)
             out.append(Assumed("image_size", {"side": DEFAULT_IMAGE_SIDE, "tokens": tokens}))
+        if tower.grid_pinpoints:
+            # LLaVA-NeXT: the grid follows the image's aspect ratio, and only a side is known
+            side = setup.image_size or DEFAULT_IMAGE_SIDE
+            grid = anyres_grid(tower, side, side)
+            out.append(Assumed("anyres_grid", {"side": side, "height": grid.best[0], "width": grid.best[1],
+                                               "rows": grid.rows, "cols": grid.cols, "tile": tower.image_size,
+                                               "views": grid.views, "tokens": grid.tokens}))
+        if tower.dynamic_tiles:
+            # InternVL: the tiles follow the aspect ratio, and only a side is known
+            side = setup.image_size or DEFAULT_IMAGE_SIDE
+            cols, rows, tiles = internvl_tiles(tower, side, side)
+            out.append(Assumed("dynamic_tiles", {"side": side, "cols": cols, "rows": rows, "tile": tower.image_size,
+                                                 "tiles": tiles, "tokens": tiles * tower.tokens_per_image,
+                                                 "per": tower.tokens_per_image, "most": tower.dynamic_tiles[1]}))
         if not needs_grad(setup):
             out.append(Assumed("vision_keeps_nothing"))
     if getattr(shape, "text_only", False):

@@ -343,7 +343,7 @@ def estimate(setup: Setup) -> Estimate:
         gpu_memory_gib=setup.gpu_memory_gib,
         eval_step_gib=ev.step_bytes / GIB if ev is not None and ev.step_bytes else None,
         vision_trains=_vision_trains(setup),
-        image_tokens_vary=bool(getattr(getattr(shape, "vision", None), "merge", 1) > 1),
+        image_tokens_vary=bool(getattr(getattr(shape, "vision", None), "tokens_vary", False)),
         eval_steps_held=ev.steps_held if ev is not None else None,
         side_stream_gib=g.side_stream / split / GIB,
         mixed_units_extra_gib=mixed_extra,

@@ -5,6 +5,8 @@ the rest of the memory model starts here.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from . import anatomy
@@ -42,10 +44,14 @@ class Trainable:
     # Extra resident copies that peft adds for modules_to_save (the originals stay frozen).
     copies: int = 0
     copies_bytes: float = 0.0
+    # Parameters that require a gradient but never get one (a LLaVA tower's layers after the one it reads): in
+    # the trainable count, not in ``groups``, which hold what gradients and optimizer states are kept for.
+    idle: int = 0
+    idle_bytes: float = 0.0
 
     @property
     def params(self) -> int:
-        return sum(g.params for g in self.groups)
+        return sum(g.params for g in self.groups) + self.idle
 
     @property
     def bytes(self) -> float:
@@ -83,7 +89,8 @@ def adapter_bytes(setup: Setup) -> int:
     return base_float_bytes(setup)
 
 
-def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) -> list[tuple[int, int, int]]:
+def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True,
+                 frozen_tower: bool = False) -> list[tuple[int, int, int]]:
     out = []
     for b in anatomy.blocks(shape):
         count = round(b.count * layers_fraction)
@@ -101,15 +108,45 @@ def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True) ->
         # tower (its linears and the rest), narrower embeddings' corrections
         rest = anatomy.total_params(shape) - sum(r * (c or 1) * n for r, c, n in out)
         vision = getattr(shape, "vision", None)
-        if vision is not None:
+        if vision is not None and frozen_tower:
+            # the tower leaves the trained weights; its projector (and LLaVA-NeXT's image_newline) stays
+            rest -= vision.params
+            if vision.projector_params:
+                out.append((vision.projector_params, 0, 1))
+        elif vision is not None:
             for lin in vision.linears:
-                out.append((lin.d_out, lin.d_in, lin.count))
+                count = lin.count - (vision.idle_layers if lin.count == vision.layers and lin.kind == "vision" else 0)
+                out.append((lin.d_out, lin.d_in, count))
                 rest -= lin.d_out * lin.d_in * lin.count
+            # the layers LLaVA does not read, and its final norm, never get a gradient (see ``idle``)
+            rest -= vision.idle_params - _idle_weights(vision)
         if rest:
             out.append((rest, 0, 1))
     else:
         out.append((norms_per_layer, 0, round(d.layers * layers_fraction)))
     return out
+
+
+def _idle_weights(tower) -> int:
+    """The weight matrices of a tower's idle layers (and its pooling head), already left out of the shapes."""
+    if not tower.idle_params:
+        return 0
+    return sum(l.d_out * l.d_in * (tower.idle_layers if l.count == tower.layers else 1) for l in tower.linears
+               if l.kind == "vision" and (l.count == tower.layers or l.count == 1))
+
+
+def _idle_adapters(setup: Setup, placed: Placement) -> tuple[dict[tuple[str, int, int], int], int]:
+    """LoRA adapters on a tower's idle layers: {(name, d_in, d_out): idle layers} and their parameters."""
+    tower = getattr(setup.model, "vision", None)
+    if tower is None or not tower.idle_layers:
+        return {}, 0
+    mine = {(l.name, l.d_in, l.d_out) for l in tower.linears if l.kind == "vision" and l.count == tower.layers}
+    idle, n = {}, 0
+    for a in placed.adapters:
+        if (a.name, a.d_in, a.d_out) in mine and a.count == tower.layers:
+            idle[(a.name, a.d_in, a.d_out)] = tower.idle_layers
+            n += a.rank * a.experts * (a.d_in + a.d_out) * tower.idle_layers
+    return idle, n
 
 
 def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int, int, int]], list[str]]:
@@ -131,8 +168,14 @@ def _saved_module_shapes(shape, names: tuple[str, ...]) -> tuple[list[tuple[int,
 
 
 def adapters_for(setup: Setup) -> Placement:
-    """The LoRA adapters peft builds for this set-up (see ``adapters``)."""
-    return place(as_loaded(setup.model, setup.quantized), setup.lora_targets, setup.lora_rank)
+    """The LoRA adapters peft builds for this set-up (see ``adapters``).  A frozen vision tower gets none: LLaMA-Factory
+    (freeze_vision_tower) and ms-swift (freeze_vit) leave its modules out of the targets; its projector keeps them."""
+    shape = as_loaded(setup.model, setup.quantized)
+    tower = getattr(shape, "vision", None)
+    if tower is not None and setup.freeze_vision and hasattr(shape, "replace"):
+        kept = tuple(l for l in tower.linears if l.kind != "vision")
+        shape = shape.replace(vision=dataclasses.replace(tower, linears=kept))
+    return place(shape, setup.lora_targets, setup.lora_rank)
 
 
 def trainable(setup: Setup) -> Trainable:
@@ -140,8 +183,17 @@ def trainable(setup: Setup) -> Trainable:
     d = anatomy.dims(shape)
     if setup.method == "full":
         dt = base_float_bytes(setup)
-        group = Tensors(line("group.all_weights"), dt, tuple(_full_shapes(shape)))
-        return Trainable((group,), (line("trainable.full", params=group.params, bytes=dt),))
+        vision = getattr(shape, "vision", None)
+        frozen = bool(vision is not None and setup.freeze_vision)
+        group = Tensors(line("group.all_weights"), dt, tuple(_full_shapes(shape, frozen_tower=frozen)))
+        idle = 0 if frozen or vision is None else vision.idle_params
+        said = [line("trainable.full", params=group.params + idle, bytes=dt)]
+        if frozen:
+            said.append(line("trainable.vision_frozen", params=vision.params - vision.projector_params,
+                             projector=vision.projector_params))
+        elif idle:
+            said.append(line("trainable.idle_layers", params=idle, layers=vision.idle_layers))
+        return Trainable((group,), tuple(said), idle=idle, idle_bytes=idle * dt)
     if setup.method == "freeze":
         n = min(setup.freeze_trainable_layers, d.layers)
         dt = base_float_bytes(setup)
@@ -152,14 +204,19 @@ def trainable(setup: Setup) -> Trainable:
     placed = adapters_for(setup)
     missing = list(placed.missing)
     shapes, parts = [], []
+    idle_at, idle = _idle_adapters(setup, placed)
+    tower_layers = getattr(getattr(shape, "vision", None), "layers", -1)
     for a in placed.adapters:
-        shapes += [(a.rank * a.experts, a.d_in, a.count), (a.d_out, a.rank * a.experts, a.count)]
+        n = a.count - (idle_at.get((a.name, a.d_in, a.d_out), 0) if a.count == tower_layers else 0)
+        shapes += [(a.rank * a.experts, a.d_in, n), (a.d_out, a.rank * a.experts, n)]
         how = f"{a.rank}·{a.experts}·" if a.experts > 1 else f"{a.rank}·"
         parts.append(f"{a.name} {how}({a.d_in}+{a.d_out})×{a.count}")
     adapters = Tensors(line("group.adapters"), ab, tuple(shapes))
     on = sorted(a.name for a in placed.adapters)
     lines = [line("trainable.lora", r=r, targets=", ".join(on) or line("trainable.no_module"),
-                  parts=" + ".join(parts) or "0", params=adapters.params, bytes=ab)]
+                  parts=" + ".join(parts) or "0", params=adapters.params + idle, bytes=ab)]
+    if idle:
+        lines.append(line("trainable.idle_layers", params=idle, layers=shape.vision.idle_layers))
     if placed.experts_wrapped:
         lines.append(line("trainable.experts_wrapped"))
     if placed.untouched:
@@ -179,4 +236,4 @@ def trainable(setup: Setup) -> Trainable:
             copies, copies_bytes = saved.params, saved.params * dt
             lines.append(line("trainable.modules_to_save", names=", ".join(setup.modules_to_save),
                               params=saved.params, bytes=dt))
-    return Trainable(tuple(groups), tuple(lines), tuple(missing), copies, copies_bytes)
+    return Trainable(tuple(groups), tuple(lines), tuple(missing), copies, copies_bytes, idle, idle * ab)

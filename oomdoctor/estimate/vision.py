@@ -5,6 +5,9 @@ Image tokens: a fixed number per image (LLaVA's 576, Gemma 3's 256), or, for Qwe
 one per ``patch·merge`` square of pixels once the processor has resized the image to multiples of
 ``patch·merge`` (``smart_resize``: the nearest multiples, held between the processor's min_pixels and
 max_pixels).  The vision tower encodes ``merge²`` patches per image token (plus CLIP's class token).
+LLaVA-NeXT (``anyres``) fits the image into the best of its ``image_grid_pinpoints``, cuts that into tiles of
+the tower's own size and encodes them and a downscaled view of the whole image: the whole view's features,
+then the tiles' features with the padding rows or columns left out and one newline token per row.
 
 The tower's forward keeps tensors for backward only when a gradient has to flow through it: its weights
 train (full fine-tuning without ``freeze_vision``) or carry LoRA adapters (peft's ``all-linear`` reaches
@@ -77,8 +80,84 @@ class TowerShape:
         return sum(l.params for l in self.linear_layers()) + self.norm_params()
 
 
+@dataclass(frozen=True)
+class AnyresGrid:
+    """How LLaVA-NeXT's processor lays out one image: the pinpoint resolution chosen, its tiles, the views the
+    vision tower encodes (the tiles and the whole image) and the image tokens the text holds."""
+
+    best: tuple[int, int]           # (height, width) chosen from image_grid_pinpoints
+    rows: int
+    cols: int
+    views: int
+    tokens: int
+    patches: int                    # positions the tower encodes over all views (CLS included)
+
+
+def _best_resolution(height: int, width: int, pinpoints) -> tuple[int, int]:
+    """transformers' ``select_best_resolution``: the pinpoint that keeps the most of the image's pixels once it is
+    scaled to fit, the least padding among equals."""
+    best, most, least = pinpoints[0], 0, math.inf
+    for ph, pw in pinpoints:
+        scale = min(pw / width, ph / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        wasted = pw * ph - kept
+        if kept > most or (kept == most and wasted < least):
+            best, most, least = (ph, pw), kept, wasted
+    return best
+
+
+def anyres_grid(tower, height: int, width: int) -> AnyresGrid:
+    """LLaVA-NeXT's image tokens for a ``height``×``width`` image, as its processor counts them
+    (``LlavaNextProcessor._get_number_of_features``): the whole view's patches, plus the tiles' patch grid with the
+    rows or columns that only pad the image's aspect ratio removed, plus one newline token per remaining row; less
+    the CLS feature that ``vision_feature_select_strategy: default`` drops."""
+    tile = tower.image_size
+    per = tile // tower.patch
+    best_h, best_w = _best_resolution(height, width, tower.grid_pinpoints)
+    rows, cols = best_h // tile, best_w // tile
+    cur_h, cur_w = per * rows, per * cols
+    if width / height > cur_w / cur_h:
+        pad = (cur_h - int(round(height * (cur_w / width), 7))) // 2
+        cur_h -= 2 * pad
+    else:
+        pad = (cur_w - int(round(width * (cur_h / height), 7))) // 2
+        cur_w -= 2 * pad
+    cls = 1 if tower.model_type == "clip_vision_model" else 0
+    tokens = cur_h * cur_w + cur_h + per * per + cls - (1 if tower.feature_select == "default" else 0)
+    # image_size_to_num_patches: the whole view and every tile of the chosen resolution
+    views = 1 + -(-best_h // tile) * -(-best_w // tile)
+    return AnyresGrid((best_h, best_w), rows, cols, views, tokens, views * (per * per + cls))
+
+
+def internvl_tiles(tower, height: int, width: int) -> tuple[int, int, int]:
+    """InternVL's dynamic tiling (transformers' ``get_optimal_tiled_canvas``, the checkpoints' dynamic_preprocess):
+    the (columns, rows) grid of ``image_size`` tiles whose aspect ratio is closest to the image's among those with
+    ``dynamic_tiles`` tiles, a larger grid winning a tie while the image covers more than half of it; and the tiles
+    encoded, a thumbnail of the whole image added when there is more than one."""
+    lo, hi = tower.dynamic_tiles
+    grids = sorted({(i, j) for n in range(lo, hi + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                    if lo <= i * j <= hi}, key=lambda g: g[0] * g[1])
+    aspect, area, tile = width / height, width * height, tower.image_size
+    best, best_diff = (1, 1), math.inf
+    for cols, rows in grids:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and area > 0.5 * tile * tile * cols * rows:
+            best = (cols, rows)
+    n = best[0] * best[1]
+    return best[0], best[1], n + (1 if tower.thumbnail and n > 1 else 0)
+
+
 def image_tokens(tower, side: int) -> tuple[int, int]:
     """(image tokens, patches the tower encodes) for one square image of ``side`` pixels."""
+    if tower.grid_pinpoints:
+        grid = anyres_grid(tower, side, side)
+        return grid.tokens, grid.patches
+    if tower.dynamic_tiles:
+        # InternVL: every tile is image_size² pixels, its patches (and class token) pixel-shuffled into tokens
+        tiles = internvl_tiles(tower, side, side)[2]
+        return tiles * tower.tokens_per_image, tiles * ((tower.image_size // tower.patch) ** 2 + 1)
     if tower.model_type == "mllama_vision_model":
         # Llama 3.2 Vision: the processor pads every image to max_num_tiles tiles of image_size, the encoder runs
         # on all of them (CLS included, padded to a multiple of 8 positions); the text holds one <|image|> token
@@ -133,8 +212,10 @@ def needs_grad(setup: Setup) -> bool:
     tower = getattr(setup.model, "vision", None)
     if tower is None:
         return False
+    if getattr(setup, "freeze_vision", False):
+        return False            # nothing in it trains, and adapters are kept off it (see trainable.adapters_for)
     if setup.method == "full":
-        return not getattr(setup, "freeze_vision", False)
+        return True
     if setup.adapters:
         from .trainable import adapters_for
         names = {l.name for l in tower.linears}
@@ -207,6 +288,21 @@ def _mllama_outside(ctx, tower, setup: Setup, trains: bool) -> float:
     return kept
 
 
+def _llava_projector_kept(setup: Setup, tower, patches: int) -> float:
+    """A frozen LLaVA tower under full fine-tuning: the projector still trains, so it keeps its input (the chosen
+    layer's features, one per patch, the CLS feature dropped by ``default`` selection), GELU's input and
+    linear_2's input, in the compute dtype, for every view encoded."""
+    if setup.method != "full" or tower.model_type not in ("clip_vision_model", "siglip_vision_model"):
+        return 0.0
+    projector = [l for l in tower.linears if l.kind == "projector"]
+    if len(projector) != 2:
+        return 0.0
+    p = acts.context(setup).p
+    views = patches // ((tower.image_size // tower.patch) ** 2 + (1 if tower.model_type == "clip_vision_model" else 0))
+    features = views * (tower.image_size // tower.patch) ** 2
+    return float(features * p * (projector[0].d_in + 2 * projector[0].d_out))
+
+
 @dataclass(frozen=True)
 class TowerActivations:
     kept: float
@@ -224,13 +320,19 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
         return None
     images = getattr(setup, "images_per_sample", None) or 1
     # a fixed-size tower's own side; else the stated one, or a photo-sized image (stated as an assumption)
-    side = getattr(setup, "image_size", None) or (tower.image_size if tower.tokens_per_image else 0) \
+    fixed = tower.tokens_per_image and not tower.dynamic_tiles
+    side = getattr(setup, "image_size", None) or (tower.image_size if fixed else 0) \
         or DEFAULT_IMAGE_SIDE
     tokens, patches = image_tokens(tower, side)
     # The batch's pixel_values, float32 as the image processors return them: each patch's channels ×
     # temporal patch × patch² values (Qwen's) or the whole image's pixels.
     if tower.model_type == "mllama_vision_model":
         pixels = 3 * tower.tiles * tower.image_size ** 2
+    elif tower.grid_pinpoints:
+        # LLaVA-NeXT: one image_size² view per tile and the whole image
+        pixels = anyres_grid(tower, side, side).views * 3 * tower.image_size ** 2
+    elif tower.dynamic_tiles:
+        pixels = internvl_tiles(tower, side, side)[2] * 3 * tower.image_size ** 2
     elif tower.tokens_per_image:
         pixels = 3 * (tower.image_size or side) ** 2
     else:
@@ -243,6 +345,7 @@ def tower_activations(setup: Setup, rows: int) -> TowerActivations | None:
         mrope = 2.0 * ctx_text.pr * setup.model.head_dim * setup.seq_len * (rows - 1)
     extra = batch + mrope
     if not needs_grad(setup):
+        extra += rows * images * _llava_projector_kept(setup, tower, patches)
         return TowerActivations(extra, 0.0, images, tokens, patches, batch,
                                 line("activations.vision_frozen", images=images, tokens=tokens, patches=patches,
                                      mib=batch / 2**20))

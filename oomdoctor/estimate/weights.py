@@ -75,7 +75,7 @@ def weights(setup: Setup, trainable: Trainable) -> Weights:
     else:
         base = total * fb
         lines.append(line("weights.frozen", count=count(total), bytes=fb, dtype=_name(setup, fb), gib=base / GIB))
-    adapters = trainable.bytes
+    adapters = trainable.bytes + trainable.idle_bytes      # adapters that never get a gradient are still stored
     if adapters:
         lines.append(line("weights.trainable", params=trainable.params, gib=adapters / GIB))
     return Weights(base, adapters, tuple(lines))

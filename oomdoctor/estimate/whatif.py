@@ -66,6 +66,7 @@ FIELDS: dict[str, str] = {
     "train.fp8": "fp8",
     "train.images_per_sample": "images_per_sample",
     "train.image_size": "image_size",
+    "train.freeze_vision": "freeze_vision",
     "train.kbit_upcast": "kbit_fp32_upcast",
     "dist.fsdp_mixed_units": "fsdp_mixed_units",
 }
