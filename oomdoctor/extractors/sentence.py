@@ -307,7 +307,12 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?<![\d.,])(\d{1,7})\s{0,2}(?:条|个)\s{0,2}(?:的)?\s{0,2}(?:评估|验证)\s{0,2}(?:数据|样本|集)", _I), "count"),
     ("eval.enabled", re.compile(r"\beval(?:uation)?\s{1,3}(?:runs|ran|starts|started|is\s{1,3}on|is\s{1,3}enabled)\b|开启(?:了)?评估", _I), True),
     ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:first\s{1,3}|an?\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
-    ("log.after_steps", re.compile(r"\b(?:at|after)\s{1,3}step\s{1,3}\d{1,7}\b|\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}\d{1,7}\s{0,2}步|"
+    # The first step named by its number is a failure before any step completed: "OOM at step 0", "at step 1/1000"
+    # (a 1-indexed counter's first), "第 0 步就爆"; "after step 1" has one behind it and is read below.
+    ("log.after_steps", re.compile(r"\b(?:at|on|in|during)\s{1,3}(?:the\s{1,3})?(?:training\s{1,3})?(?:step|iteration|iter)\s{1,3}#?0{0,3}[01](?![\d.,])|"
+                                   r"第\s{0,2}0{0,3}[01]\s{0,2}(?:步|个\s{0,2}step|次迭代)", _I), False),
+    ("log.after_steps", re.compile(r"\bat\s{1,3}step\s{1,3}(?!0{0,3}[01](?![\d.,]))\d{1,7}\b|\bafter\s{1,3}step\s{1,3}(?!0{1,4}(?![\d.,]))\d{1,7}\b|"
+                                   r"\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}(?!0{0,3}[01](?!\d))\d{1,7}\s{0,2}步|"
                                    r"\b(?:at|in)\s{1,3}epoch\s{1,3}\d{1,5}\b|\b(?:on|at|in)\s{1,3}the\s{1,3}(?:second|2nd|third|3rd|\d{1,5}th)\s{1,3}(?:step|iteration|epoch)\b|"
                                    r"\b(?:ran|runs|run|trained|trains|went)\s{1,3}(?:fine\s{1,3}|ok\s{1,3}|well\s{1,3})?for\s{1,3}(?:about\s{1,3}|around\s{1,3}|~\s{0,1})?"
                                    r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
