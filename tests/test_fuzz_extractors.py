@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from oomdoctor import knowledge
-from oomdoctor.extractors import Unknown, config_keys, registry, symptoms
+from oomdoctor.extractors import Unknown, config_keys, named_settings, registry, symptoms
 from oomdoctor.observation import observe
 
 KB = knowledge.default()
@@ -69,6 +69,8 @@ def _allowed(extractor) -> set[str]:
         return symptoms.produced_facts(KB)
     if extractor.name == "config_keys":
         return config_keys.produced_facts(KB)
+    if extractor.name == "named_settings":
+        return named_settings.produced_facts(KB)
     return set(extractor.produces)
 
 
