@@ -178,3 +178,26 @@ def test_a_gather_frame_is_the_gather_site(frame):
 
 def test_no_new_special_tokens_adds_none():
     assert "model.new_tokens" not in observed("new_special_tokens: null\ncutoff_len: 2048\n")
+
+
+# --- LoRA's target modules named in prose --------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, targets", [
+    ("we put LoRA on k_proj and o_proj only, rank 8", ["k_proj", "o_proj"]),
+    ("the adapter targets up_proj, down_proj", ["up_proj", "down_proj"]),
+    ("LoRA 只加在 q_proj 和 v_proj 上", ["q_proj", "v_proj"]),
+    ("lora 挂 gate_proj、up_proj、down_proj", ["gate_proj", "up_proj", "down_proj"]),
+])
+def test_lora_modules_named_in_prose(text, targets):
+    assert observed(text).get("lora.targets") == targets
+
+
+@pytest.mark.parametrize("text", [
+    "LoRA on q,k,v,o",                                   # letters name different modules in different models
+    "LoRA: the OOM is in self.q_proj(hidden_states)",   # code, not a choice of targets
+    "LoRA adapters, attn.q_proj has the wrong shape",
+    "LoRA on everything except q_proj",
+    "q_proj and v_proj are the largest layers",          # no adapter in the sentence
+])
+def test_near_misses_of_named_modules_stay_unread(text):
+    assert "lora.targets" not in observed(text)

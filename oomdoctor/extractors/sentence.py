@@ -41,6 +41,11 @@ _VISION = (r"(?:vision[- _]?(?:tower|encoder|backbone|model|part)|visual[- _]?(?
 _VISION_NOT_FROZEN = (r"(?:\b(?:not|never|isn't|wasn't|aren't)\s{1,3}(?:being\s{1,3})?frozen|\b(?:unfreez\w{1,3}|unfrozen|trainable|trained)\b)")
 # Abbreviations of gradient checkpointing people write in a hurry: "grad ckpt", "act ckpt", "gc" ("ckpt" alone is a saved checkpoint).
 _GC_SHORT = r"(?<![\w.])(?:grad(?:ient)?[-_ ]?ckpt|act(?:ivation)?[-_ ]?ckpt|gc)"
+# LoRA's target modules named in prose: "LoRA on q_proj and v_proj only", "target_modules 只有 q_proj、v_proj".
+# Only names of projections are read (a letter shorthand such as "q,k,v,o" means other names in other models),
+# never from code (a call "self.q_proj(" or an attribute "attn.q_proj"), never after a denial.
+_MODULE = r"(?:[a-z][a-z0-9]{0,11}_proj|c_attn|query_key_value)"
+_MODULE_LIST = _MODULE + r"(?:\s{0,2}(?:,|、|/|\+|\band\b|和|与|及|以及)\s{0,2}(?:the\s{1,3})?" + _MODULE + r"){0,9}"
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
     # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
@@ -106,6 +111,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"\ball[- _]linear(?:\s{1,3}(?:layers|modules|projections))?\b|"
                                 r"\btarget(?:s|ing|ed)?\s{1,3}(?:=\s{0,2})?all\s{1,3}(?:the\s{1,3})?(?:linear\s{1,3})?(?:modules|layers|projections)\b|"
                                 r"(?<![A-Za-z])q?lora(?![A-Za-z])[^。\n；]{0,24}?(?<!不是)(?<!没有)(?:所有|全部)\s{0,2}(?:的)?\s{0,2}(?:线性层|linear\s{0,2}(?:层|layers?)|(?:目标)?模块)", _I), ["all-linear"]),
+    ("lora.targets", re.compile(r"(?<![A-Za-z])(?:q?lora|adapters?|target(?:s|ing|ed)?(?:[_ ]modules?)?)(?![A-Za-z])[^.\n。;；()=]{0,30}?"
+                                r"(?<![\w.])(" + _MODULE_LIST + r")(?![\w(.])", re.IGNORECASE), "modules"),
     # The vision tower left out of training, said in words: "vision tower frozen", "冻结 vision tower", "freeze the ViT".
     ("train.freeze_vision", re.compile(_VISION + r"\s{0,3}(?:is\s{1,3}|was\s{1,3}|stays\s{1,3}|kept\s{1,3})?" + _VISION_NOT_FROZEN + "|"
                                        r"\b(?:unfreez\w{1,3}|train(?:s|ed|ing)?|tun(?:e|es|ed|ing))\s{1,3}(?:the\s{1,3}|its\s{1,3})?" + _VISION + "|"
@@ -436,7 +443,7 @@ def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
 # "PPO works fine, GRPO runs out of memory", "预训练跑完了，SFT 的时候爆显存".
 # The same for a setting's value: "batch size 4 works, batch size 8 runs out" (the reader goes on to the next mention).
 OF_A_RUN = {"train.objective", "train.batch_size", "train.seq_len", "train.grad_accum", "lora.rank", "dist.zero_stage",
-            "train.eval_batch_size", "rl.num_generations", "train.image_size", "train.images_per_sample", "data.num_workers"}
+            "train.eval_batch_size", "rl.num_generations", "lora.targets", "train.image_size", "train.images_per_sample", "data.num_workers"}
 
 
 def _of_another_run(fact: str, match: re.Match, text: str) -> str | None:
@@ -667,6 +674,11 @@ def _value(kind, match: re.Match, text: str):
         word = next(g for g in match.groups() if g)
         number = int(word) if word.isdigit() else _ZH_SMALL.get(word)
         return number if number and number <= 512 else None
+    if kind == "modules":
+        if re.search(r"(?:\b(?:not|never|except|instead\s{1,3}of|rather\s{1,3}than|but\s{1,3}not)|不是|没有|除了|而不是)\W{0,3}(?:on\s{1,3}|at\s{1,3}|只\s{0,2})?$",
+                     text[max(0, match.start(1) - 24):match.start(1)], re.IGNORECASE):
+            return None  # "not q_proj and v_proj", "除了 q_proj"
+        return list(dict.fromkeys(m.lower() for m in re.findall(_MODULE, match.group(1), re.IGNORECASE)))
     if kind == "named_optimizer":
         return next(g for g in match.groups() if g).lower()
     if kind == "share":
