@@ -38,6 +38,11 @@ def test_a_later_step_is_steps_done(text):
     assert observed(text).get("log.after_steps") is True
 
 
+@pytest.mark.parametrize("text", ["it dies at step 1 of epoch 2", "OOM at step 0 in the second epoch"])
+def test_the_first_step_of_a_later_epoch_is_not_the_first_step(text):
+    assert observed(text).get("log.after_steps") is not False
+
+
 def test_after_step_zero_says_nothing_sure():
     assert "log.after_steps" not in observed("it died after step 0")
 
@@ -75,6 +80,9 @@ def test_near_misses_of_all_linear_stay_unread(text):
     ("ckpt 也开启了，还是 OOM", True),
     ("grad ckpt is off, seq 8192", False),
     ("gc 关了，batch 1", False),
+    ("gradient_checkpointing 没开，seq 4096", False),
+    ("activation checkpointing was switched off", False),
+    ("gradient checkpointing 关闭了", False),
 ])
 def test_gradient_checkpointing_by_its_abbreviations(text, value):
     assert observed(text).get("train.grad_checkpointing") is value

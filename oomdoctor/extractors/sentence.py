@@ -95,6 +95,9 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
     ("train.grad_checkpointing", re.compile(r"\b(?:no|without|disabled?)\s{1,3}(?:gradient|grad|activation)[- _]?checkpointing|"
                                             r"(?<![A-Za-z])(?:(?:gradient|grad|activation)[- _]?)?checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
+                                            # the English name with Chinese or English words that switch it off: "gradient_checkpointing 关了", "activation checkpointing turned off"
+                                            r"(?<![A-Za-z])(?:(?:use_|enable_)?(?:gradient|grad|activation)[- _]?)checkpointing\s{0,3}(?:也|都|已经|已)?\s{0,2}(?:没(?:有)?开(?:启)?|未开启|不开|关(?:闭|掉|了)|"
+                                            r"(?:is\s{1,3}|was\s{1,3})?(?:turned|switched)\s{1,3}off\b)|"
                                             r"(?:没(?:有)?开(?:启)?|未开启|不开|关闭(?:了)?)\s{0,2}(?:梯度检查点|重计算)|(?:梯度检查点|重计算)\s{0,2}(?:没(?:有)?开|未开启|不开|关(?:闭|了))", _I), False),
     ("train.grad_checkpointing", re.compile(r"(?<!no )(?<!without )(?:gradient|grad|activation)[- _]?checkpointing|梯度检查点|重计算|"
                                             r"(?<![A-Za-z])checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled|true)\b", _I), True),
@@ -353,7 +356,7 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # The first step named by its number is a failure before any step completed: "OOM at step 0", "at step 1/1000"
     # (a 1-indexed counter's first), "第 0 步就爆"; "after step 1" has one behind it and is read below.
     ("log.after_steps", re.compile(r"\b(?:at|on|in|during)\s{1,3}(?:the\s{1,3})?(?:training\s{1,3})?(?:step|iteration|iter)\s{1,3}#?0{0,3}[01](?![\d.,])|"
-                                   r"第\s{0,2}0{0,3}[01]\s{0,2}(?:步|个\s{0,2}step|次迭代)", _I), False),
+                                   r"第\s{0,2}0{0,3}[01]\s{0,2}(?:步|个\s{0,2}step|次迭代)", _I), "first_step"),
     ("log.after_steps", re.compile(r"\bat\s{1,3}step\s{1,3}(?!0{0,3}[01](?![\d.,]))\d{1,7}\b|\bafter\s{1,3}step\s{1,3}(?!0{1,4}(?![\d.,]))\d{1,7}\b|"
                                    r"\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}(?!0{0,3}[01](?!\d))\d{1,7}\s{0,2}步|"
                                    r"\b(?:at|in)\s{1,3}epoch\s{1,3}\d{1,5}\b|\b(?:on|at|in)\s{1,3}the\s{1,3}(?:second|2nd|third|3rd|\d{1,5}th)\s{1,3}(?:step|iteration|epoch)\b|"
@@ -642,6 +645,10 @@ _NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over
                            r"per\s{1,3}second|/s)\W{0,3}$", re.I)
 
 
+_LATER_EPOCH = re.compile(r"\bepoch\s{0,3}[:#=]?\s{0,2}(?:0{0,3}[2-9]|[1-9]\d{1,4})\b|\b(?:second|third|next|later|2nd|3rd|\d{1,4}th)\s{1,3}epoch|"
+                          r"第\s{0,2}[二三四五六七八九十2-9]\s{0,2}(?:个\s{0,2})?(?:epoch|轮)|(?:下一个|后面的?)\s{0,2}(?:epoch|轮)", re.IGNORECASE)
+
+
 _ZH_SMALL = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 
 
@@ -674,6 +681,9 @@ def _value(kind, match: re.Match, text: str):
         word = next(g for g in match.groups() if g)
         number = int(word) if word.isdigit() else _ZH_SMALL.get(word)
         return number if number and number <= 512 else None
+    if kind == "first_step":
+        # the first step of a later epoch has the epochs before it behind it: "at step 1 of epoch 3", "第二个 epoch 的第 1 步"
+        return None if _LATER_EPOCH.search(runs.around(text, match.start(), runs.SENTENCE_END, 80)) else False
     if kind == "modules":
         if re.search(r"(?:\b(?:not|never|except|instead\s{1,3}of|rather\s{1,3}than|but\s{1,3}not)|不是|没有|除了|而不是)\W{0,3}(?:on\s{1,3}|at\s{1,3}|只\s{0,2})?$",
                      text[max(0, match.start(1) - 24):match.start(1)], re.IGNORECASE):
