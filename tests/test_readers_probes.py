@@ -209,3 +209,11 @@ def test_lora_modules_named_in_prose(text, targets):
 ])
 def test_near_misses_of_named_modules_stay_unread(text):
     assert "lora.targets" not in observed(text)
+
+
+@pytest.mark.parametrize("line, targets", [
+    ("LoraConfig(r=16, target_modules={'v_proj', 'q_proj'}, lora_alpha=32)", {"q_proj", "v_proj"}),
+    ("peft_config: LoraConfig(target_modules={'k_proj', 'o_proj'}, r=8)", {"k_proj", "o_proj"}),
+])
+def test_target_modules_as_python_prints_a_set(line, targets):
+    assert set(observed(line).get("lora.targets", [])) == targets
