@@ -113,7 +113,8 @@ def _strip(raw: str) -> str:
 
 
 def _as_list(text: str) -> list[str]:
-    if text.startswith("[") and text.endswith("]"):
+    # a list, a tuple or a set as Python prints it: ['q_proj'], ('q_proj',), {'q_proj', 'v_proj'} (peft's LoraConfig repr)
+    if len(text) >= 2 and (text[0], text[-1]) in (("[", "]"), ("(", ")"), ("{", "}")):
         text = text[1:-1]
     items = [part.strip().strip("'\"").strip() for part in re.split(r"[,\s]+", text)]
     items = [item for item in items if item and item.lower() not in _EMPTY]

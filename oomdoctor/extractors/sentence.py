@@ -19,7 +19,7 @@ PRODUCES = {"model.name", "model.params_b", "gpu.name", "train.method", "train.b
             "model.new_tokens", "train.compile_mode", "data.num_workers", "log.failed_step", "eval.steps", "log.only_with_objective",
             "rl.vllm", "host.ram_total_gib", "data.preprocessing_workers", "train.attention",
             "rl.vllm_sleep", "train.eval_batch_size", "rl.vllm_memory_share", "train.grad_accum",
-            "train.image_size", "train.images_per_sample"}
+            "train.image_size", "train.images_per_sample", "lora.targets", "train.freeze_vision"}
 
 _I = re.IGNORECASE
 # Words are delimited by lookarounds on letters rather than \b, so that script and file names count:
@@ -34,6 +34,18 @@ _SET_TO = (r"\s{0,3}(?:=|:|：|of|is|was|为|是|设|设为|设成|设置为|设
            r"(?:is\s{1,3}|was\s{1,3})?set\s{1,3}to)?\s{0,3}")
 # What an evaluation set's size counts: its items, whatever they are called (not tokens, GPUs or steps).
 _ITEMS = r"(?:samples|examples|rows|items|sentences|records|texts|documents|pairs|questions|prompts|conversations|images)\b"
+# A vision-language model's image side, as people name it.
+_VISION = (r"(?:vision[- _]?(?:tower|encoder|backbone|model|part)|visual[- _]?(?:tower|encoder|backbone)|image[- _]?encoder|"
+           r"(?<![A-Za-z])vit(?![A-Za-z])|视觉\s{0,2}(?:塔|编码器|部分|模块|backbone|tower|encoder)|图像编码器)")
+# Words that switch what follows off: "not", "un-", "没有", "不".
+_VISION_NOT_FROZEN = (r"(?:\b(?:not|never|isn't|wasn't|aren't)\s{1,3}(?:being\s{1,3})?frozen|\b(?:unfreez\w{1,3}|unfrozen|trainable|trained)\b)")
+# Abbreviations of gradient checkpointing people write in a hurry: "grad ckpt", "act ckpt", "gc" ("ckpt" alone is a saved checkpoint).
+_GC_SHORT = r"(?<![\w.])(?:grad(?:ient)?[-_ ]?ckpt|act(?:ivation)?[-_ ]?ckpt|gc)"
+# LoRA's target modules named in prose: "LoRA on q_proj and v_proj only", "target_modules 只有 q_proj、v_proj".
+# Only names of projections are read (a letter shorthand such as "q,k,v,o" means other names in other models),
+# never from code (a call "self.q_proj(" or an attribute "attn.q_proj"), never after a denial.
+_MODULE = r"(?:[a-z][a-z0-9]{0,11}_proj|c_attn|query_key_value)"
+_MODULE_LIST = _MODULE + r"(?:\s{0,2}(?:,|、|/|\+|\band\b|和|与|及|以及)\s{0,2}(?:the\s{1,3})?" + _MODULE + r"){0,9}"
 _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.method", re.compile(r"(?<![A-Za-z])q-?lora(?![A-Za-z])", _I), "qlora"),
     # LoRA over weights loaded in 4 bits is QLoRA, however it is worded: "4bit LoRA", "4-bit LoRA", "nf4 的 LoRA", "LoRA in 4-bit".
@@ -48,7 +60,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"\s{1,3}(?:of\s{1,3})?all\s{1,3}(?:of\s{1,3})?(?:the\s{1,3}|its\s{1,3}|the\s{1,3}model'?s\s{1,3})?(?:weights|parameters|params)\b|"
                                 r"\ball\s{1,3}(?:the\s{1,3}|of\s{1,3}the\s{1,3})?(?:model'?s\s{1,3})?(?:weights|parameters|params)\s{1,3}(?:are|were)\s{1,3}(?:trainable|trained|updated)\b|"
                                 r"(?:所有|全部)\s{0,2}(?:的)?\s{0,2}(?:参数|权重)\s{0,2}(?:都)?\s{0,2}(?:参与)?\s{0,2}(?:训练|更新|可训练)", _I), "full"),
-    ("train.method", re.compile(r"\bfreeze\b|冻结", _I), "freeze"),
+    # Freezing a vision-language model's tower is no freeze-tuning method: "freeze the ViT", "冻结 vision tower".
+    ("train.method", re.compile(r"\bfreeze\b(?!\s{1,3}(?:the\s{1,3}|its\s{1,3})?" + _VISION + r")|冻结(?!\s{0,2}(?:了|住)?\s{0,2}(?:the\s{1,3})?" + _VISION + r")", _I), "freeze"),
     ("model.params_b", re.compile(r"(?<![\w.])(\d{1,4}(?:\.\d{1,2})?)[Bb](?!\w|\s{0,2}(?:tokens?|samples?|examples?|steps?|bytes?)\b)"), "params"),
     # A from-to phrase states the value now in use: "cutoff_len 从 8192 降到 6144", "batch size from 8 to 2".
     ("train.batch_size", re.compile(r"(?<![A-Za-z])(?<!eval_)(?<!eval )(?<!评估)(?:per[-_]device[-_](?:train[-_])?)?(?:micro[- _]?)?(?:bs|batch[- _]?size|batch|mbs|批大小)"
@@ -82,9 +95,35 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("train.seq_len", re.compile(r"\b(\d{1,3})\s{0,1}(k)\s{0,2}(?:context|ctx|tokens|seq(?:uence)?s?|长度|上下文)", _I), "seq"),
     ("train.grad_checkpointing", re.compile(r"\b(?:no|without|disabled?)\s{1,3}(?:gradient|grad|activation)[- _]?checkpointing|"
                                             r"(?<![A-Za-z])(?:(?:gradient|grad|activation)[- _]?)?checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:off|disabled|not\s{1,3}(?:on|enabled|used))\b|"
+                                            # the English name with Chinese or English words that switch it off: "gradient_checkpointing 关了", "activation checkpointing turned off"
+                                            r"(?<![A-Za-z])(?:(?:use_|enable_)?(?:gradient|grad|activation)[- _]?)checkpointing\s{0,3}(?:也|都|已经|已)?\s{0,2}(?:没(?:有)?开(?:启)?|未开启|不开|关(?:闭|掉|了)|"
+                                            r"(?:is\s{1,3}|was\s{1,3})?(?:turned|switched)\s{1,3}off\b)|"
                                             r"(?:没(?:有)?开(?:启)?|未开启|不开|关闭(?:了)?)\s{0,2}(?:梯度检查点|重计算)|(?:梯度检查点|重计算)\s{0,2}(?:没(?:有)?开|未开启|不开|关(?:闭|了))", _I), False),
     ("train.grad_checkpointing", re.compile(r"(?<!no )(?<!without )(?:gradient|grad|activation)[- _]?checkpointing|梯度检查点|重计算|"
                                             r"(?<![A-Za-z])checkpointing\s{1,3}(?:is\s{1,3}|was\s{1,3})?(?:on|enabled|true)\b", _I), True),
+    # "grad ckpt on", "gc on", "ckpt 开了", "gc: off", "act ckpt 关了" (not "gc.collect() on each step", "ckpt on disk").
+    ("train.grad_checkpointing", re.compile(_GC_SHORT + r"\s{0,3}(?:[:=]\s{0,2}|is\s{1,3}|was\s{1,3})?(?:off|disabled|false)(?=\s{0,3}(?:[,.;，。、)]|$|and\b))|"
+                                            r"(?:" + _GC_SHORT + r"|(?<![\w.])ckpt)\s{0,2}(?:也|都)?\s{0,2}(?:没(?:有)?开(?:启)?|未开启|关(?:闭|掉|了))|"
+                                            r"(?:没(?:有)?开(?:启)?|未开启|不开|关闭(?:了)?)\s{0,2}(?:grad(?:ient)?[-_ ]?ckpt|gc)(?![\w.])", _I), False),
+    ("train.grad_checkpointing", re.compile(_GC_SHORT + r"\s{0,3}(?:[:=]\s{0,2}|is\s{1,3}|was\s{1,3})?(?:on|enabled|true)(?=\s{0,3}(?:[,.;，。、)]|$|and\b))|"
+                                            r"(?:" + _GC_SHORT + r"|(?<![\w.])ckpt)\s{0,2}(?:也|都)?\s{0,2}(?:开了|开启了?|打开了?|是开的)|"
+                                            r"(?:开了|开启了?|打开了?|用了)\s{0,2}(?:grad(?:ient)?[-_ ]?ckpt|gc)(?![\w.])", _I), True),
+    # LoRA on every linear layer, said in words (peft's all-linear, axolotl's lora_target_linear, LLaMA-Factory's lora_target: all):
+    # "QLoRA (r=64, all linear)", "LoRA on all linear layers", "LoRA 挂在所有线性层上", "target all modules" (not "not all linear layers").
+    ("lora.targets", re.compile(r"(?<![A-Za-z])(?:q?lora|adapters?)\b[^.\n。;；]{0,40}?(?<!not )(?<!instead of )(?<!rather than )"
+                                r"\ball[- _]linear(?:\s{1,3}(?:layers|modules|projections))?\b|"
+                                r"\btarget(?:s|ing|ed)?\s{1,3}(?:=\s{0,2})?all\s{1,3}(?:the\s{1,3})?(?:linear\s{1,3})?(?:modules|layers|projections)\b|"
+                                r"(?<![A-Za-z])q?lora(?![A-Za-z])[^。\n；]{0,24}?(?<!不是)(?<!没有)(?:所有|全部)\s{0,2}(?:的)?\s{0,2}(?:线性层|linear\s{0,2}(?:层|layers?)|(?:目标)?模块)", _I), ["all-linear"]),
+    ("lora.targets", re.compile(r"(?<![A-Za-z])(?:q?lora|adapters?|target(?:s|ing|ed)?(?:[_ ]modules?)?)(?![A-Za-z])[^.\n。;；()=]{0,30}?"
+                                r"(?<![\w.])(" + _MODULE_LIST + r")(?![\w(.])", re.IGNORECASE), "modules"),
+    # The vision tower left out of training, said in words: "vision tower frozen", "冻结 vision tower", "freeze the ViT".
+    ("train.freeze_vision", re.compile(_VISION + r"\s{0,3}(?:is\s{1,3}|was\s{1,3}|stays\s{1,3}|kept\s{1,3})?" + _VISION_NOT_FROZEN + "|"
+                                       r"\b(?:unfreez\w{1,3}|train(?:s|ed|ing)?|tun(?:e|es|ed|ing))\s{1,3}(?:the\s{1,3}|its\s{1,3})?" + _VISION + "|"
+                                       r"(?:(?:不|没(?:有)?|未)\s{0,2}冻结|解冻)\s{0,2}(?:了\s{0,2})?(?:the\s{1,3})?" + _VISION + "|" + _VISION + r"\s{0,2}(?:不|没(?:有)?|未)\s{0,2}冻结|"
+                                       + _VISION + r"\s{0,2}(?:也|都)?\s{0,2}(?:参与训练|解冻|可训练)", _I), False),
+    ("train.freeze_vision", re.compile(_VISION + r"\s{0,3}(?:is\s{1,3}|was\s{1,3}|stays\s{1,3}|kept\s{1,3})?frozen\b|"
+                                       r"(?<![A-Za-z])(?:freez(?:e|es|ing)|froze)\s{1,3}(?:the\s{1,3}|its\s{1,3})?" + _VISION + "|"
+                                       r"(?<![不没未解])冻结(?:了|住)?\s{0,2}(?:the\s{1,3})?" + _VISION + "|" + _VISION + r"\s{0,2}(?:是|也|都|已|已经)?\s{0,2}冻结", _I), True),
     ("model.load_dtype", re.compile(r"\b4[- ]?bit\b|\bnf4\b|4比特|四比特", _I), "nf4"),
     # "bf16 weights", "loaded in fp16", "权重 bf16 加载": the dtype of the weights, not only the training precision.
     ("model.load_dtype", re.compile(r"\b(bf16|bfloat16|fp16|float16|fp32|float32)\s{1,3}weights\b|"
@@ -201,7 +240,10 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                          r"\b(?:when|while|as)\s{1,3}(?:the\s{1,3}|my\s{1,3})?(?:model|state_dict|state\s{1,3}dict|checkpoint|weights|adapter)"
                          r"\s{1,3}(?:is|are|gets|get|was|were)\s{1,3}(?:being\s{1,3})?sav(?:ed|ing)\b|"
                          r"(?:保存|存)\s{0,2}(?:模型|检查点|checkpoint|ckpt|权重)?\s{0,2}(?:时|的时候)|(?:save|saving)\s{0,2}(?:checkpoint|ckpt|model)?\s{0,2}(?:时|的时候|阶段)", _I), "saving"),
+    # "during the first eval", "on the first evaluation", "in the second validation" (not "on the eval set").
     ("phase", re.compile(r"\b(?:when|while|during|at|in)\s{1,3}(?:the\s{1,3})?(?:eval|evaluation|evaluating|validation|predict(?:ion|ing)?)\b(?![-_ ]{1,2}(?:set|split|dataset|data)\b)|"
+                         r"\b(?:when|while|during|at|in|on)\s{1,3}(?:the\s{1,3})?(?:first|second|next|initial|1st|2nd)\s{1,3}(?:eval|evaluation|validation)(?:\s{1,3}(?:run|pass|loop|step|round))?\b(?![-_ ]{1,2}(?:set|split|dataset|data)\b)|"
+                         r"(?:第一次|首次|第\s{0,2}[一二1-9]\s{0,2}次)\s{0,2}(?:评估|验证|eval(?:uate|uation)?)\s{0,2}(?:时|的时候|就|阶段)|"
                          r"\b(?:evaluating|predicting)\s{1,3}(?:a|an|the|my|our)\b|"
                          # "whenever the trainer evaluates", "一到 evaluate 就"
                          r"\b(?:when|whenever|while|once)\s{1,3}(?:the\s{1,3})?(?:trainer|model)\s{1,3}(?:tries\s{1,3}to\s{1,3}|starts\s{1,3})?"
@@ -274,7 +316,11 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     # "on the very first step", "训练一开始就": the training step itself, as the question's own option words it.
     ("phase", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                          r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}))|"
-                         r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就", _I), "forward"),
+                         r"(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就|"
+                         # the model loaded and training about to start: "加载完模型就 OOM", "模型加载完之后就爆了"
+                         r"(?:(?:模型|权重)\s{0,2}加载完(?:成|毕)?|加载完(?:成|毕)?\s{0,2}(?:模型|权重))\s{0,2}(?:了)?\s{0,2}(?:之后|以后|后)?\s{0,2}(?:一开始训练\s{0,2})?就\s{0,2}(?:OOM|爆|显存)|"
+                         # verl's actor training step (update_actor), as against its rollouts (generate_sequences)
+                         r"(?<![\w.])update_actor(?!\w)|\b(?:in|during|at)\s{1,3}(?:the\s{1,3})?actor\s{1,3}update\b|(?:actor|策略)\s{0,2}(?:更新|训练)\s{0,2}(?:时|的时候|阶段)", _I), "forward"),
     ("data.in_memory", re.compile(r"\b(?:whole|entire|full)\s{1,3}(?:tokeni[sz]ed\s{1,3})?dataset\s{1,3}in\s{1,3}(?:ram|memory)\b|"
                                   # "整个数据集都加载到内存里", "把全部数据读进内存"
                                   r"(?:整个|全部|所有)\s{0,2}(?:的)?\s{0,2}(?:数据集|数据)\s{0,3}(?:都)?\s{0,2}(?:加载|读|放|载入|存)(?:到|进|在)\s{0,2}(?:了\s{0,2})?(?<!显)内存", _I), True),
@@ -307,7 +353,12 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
                                 r"(?<![\d.,])(\d{1,7})\s{0,2}(?:条|个)\s{0,2}(?:的)?\s{0,2}(?:评估|验证)\s{0,2}(?:数据|样本|集)", _I), "count"),
     ("eval.enabled", re.compile(r"\beval(?:uation)?\s{1,3}(?:runs|ran|starts|started|is\s{1,3}on|is\s{1,3}enabled)\b|开启(?:了)?评估", _I), True),
     ("log.after_eval", re.compile(r"\bafter\s{1,3}(?:an?\s{1,3}|the\s{1,3})?(?:first\s{1,3}|an?\s{1,3})?(?:eval|evaluation|validation)\b|评估(?:之)?后", _I), True),
-    ("log.after_steps", re.compile(r"\b(?:at|after)\s{1,3}step\s{1,3}\d{1,7}\b|\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}\d{1,7}\s{0,2}步|"
+    # The first step named by its number is a failure before any step completed: "OOM at step 0", "at step 1/1000"
+    # (a 1-indexed counter's first), "第 0 步就爆"; "after step 1" has one behind it and is read below.
+    ("log.after_steps", re.compile(r"\b(?:at|on|in|during)\s{1,3}(?:the\s{1,3})?(?:training\s{1,3})?(?:step|iteration|iter)\s{1,3}#?0{0,3}[01](?![\d.,])|"
+                                   r"第\s{0,2}0{0,3}[01]\s{0,2}(?:步|个\s{0,2}step|次迭代)", _I), "first_step"),
+    ("log.after_steps", re.compile(r"\bat\s{1,3}step\s{1,3}(?!0{0,3}[01](?![\d.,]))\d{1,7}\b|\bafter\s{1,3}step\s{1,3}(?!0{1,4}(?![\d.,]))\d{1,7}\b|"
+                                   r"\bafter\s{1,3}\d{1,7}\s{1,3}(?:steps|iterations)\b|第\s{0,2}(?!0{0,3}[01](?!\d))\d{1,7}\s{0,2}步|"
                                    r"\b(?:at|in)\s{1,3}epoch\s{1,3}\d{1,5}\b|\b(?:on|at|in)\s{1,3}the\s{1,3}(?:second|2nd|third|3rd|\d{1,5}th)\s{1,3}(?:step|iteration|epoch)\b|"
                                    r"\b(?:ran|runs|run|trained|trains|went)\s{1,3}(?:fine\s{1,3}|ok\s{1,3}|well\s{1,3})?for\s{1,3}(?:about\s{1,3}|around\s{1,3}|~\s{0,1})?"
                                    r"(?:a\s{1,3}few|a\s{1,3}couple|several|some|many|hundreds|thousands|\d{1,7}|half|hours|a\s{1,3}while)\b|"
@@ -324,7 +375,8 @@ _PATTERNS: list[tuple[str, re.Pattern, object]] = [
     ("log.after_steps", re.compile(r"\b(?:on|at|in)\s{1,3}the\s{1,3}(?:very\s{1,3})?first\s{1,3}(?:training\s{1,3})?(?:step|iteration|batch)\b|"
                                    r"\bat\s{1,3}the\s{1,3}(?:very\s{1,3})?(?:start|beginning)\b(?!\s{1,3}of\s{1,3}(?:the\s{1,3})?(?:eval\w{0,6}|validation|predict\w{0,3}|sav\w{1,3}|load\w{0,3}|epoch|the\s{1,3}second))|"
                                    r"\b(?:right|straight)\s{1,3}away\b|\bimmediately\b|(?:训练|跑)\s{0,2}一开始就|一开始训练就|第一步就|"
-                                   r"^\s{0,3}一开始就", _I), False),
+                                   r"^\s{0,3}一开始就|"
+                                   r"(?:(?:模型|权重)\s{0,2}加载完(?:成|毕)?|加载完(?:成|毕)?\s{0,2}(?:模型|权重))\s{0,2}(?:了)?\s{0,2}(?:之后|以后|后)?\s{0,2}(?:一开始训练\s{0,2})?就\s{0,2}(?:OOM|爆|显存)", _I), False),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?8[- _]?bit\b", _I), "paged_adamw_8bit"),
     ("train.optimizer", re.compile(r"\b(?:adamw?[- _]?8[- _]?bit|8[- _]?bit[- _]?adamw?)\b", _I), "adamw_8bit"),
     ("train.optimizer", re.compile(r"\bpaged[- _]?adamw?[- _]?32[- _]?bit\b", _I), "paged_adamw_32bit"),
@@ -378,6 +430,14 @@ DENIABLE = {"dist.strategy", "dist.zero_stage", "train.method", "model.load_dtyp
 _EVAL_BEFORE = re.compile(r"(?:\beval\w{0,6}|\bvalidation|评估|验证)\s{1,3}(?:at|with|uses|used|runs\s{1,3}at)\s{1,3}(?:a\s{1,3})?$", _I)
 
 
+# "ViT 冻结了", "视觉编码器不冻结": the word freeze said of the vision tower, which is train.freeze_vision.
+_VISION_BEFORE = re.compile(_VISION + r"\s{0,3}(?:weights\s{1,3}|的\s{0,2}参数\s{0,2})?(?:是|也|都|已|已经|不|没有?|未|要|会)?\s{0,2}$", _I)
+
+
+def _of_vision(fact: str, match: re.Match, text: str) -> bool:
+    return fact == "train.method" and match.group(0) in ("冻结",) and bool(_VISION_BEFORE.search(text[max(0, match.start() - 40):match.start()]))
+
+
 def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
     return fact == "train.batch_size" and bool(_EVAL_BEFORE.search(text[max(0, match.start() - 32):match.start()]))
 
@@ -386,7 +446,7 @@ def _of_evaluation(fact: str, match: re.Match, text: str) -> bool:
 # "PPO works fine, GRPO runs out of memory", "预训练跑完了，SFT 的时候爆显存".
 # The same for a setting's value: "batch size 4 works, batch size 8 runs out" (the reader goes on to the next mention).
 OF_A_RUN = {"train.objective", "train.batch_size", "train.seq_len", "train.grad_accum", "lora.rank", "dist.zero_stage",
-            "train.eval_batch_size", "rl.num_generations", "train.image_size", "train.images_per_sample", "data.num_workers"}
+            "train.eval_batch_size", "rl.num_generations", "lora.targets", "train.image_size", "train.images_per_sample", "data.num_workers"}
 
 
 def _of_another_run(fact: str, match: re.Match, text: str) -> str | None:
@@ -540,7 +600,8 @@ def extract(text: str) -> Iterator[Finding]:
             names += named
             if names > MAX_NAMES_SKIPPED:
                 break
-            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) else _value(kind, match, text)
+            value = None if _denied(fact, match, text) or named or _of_evaluation(fact, match, text) or _of_vision(fact, match, text) \
+                else _value(kind, match, text)
             if value is None:
                 continue
             another = _of_another_run(fact, match, text)
@@ -584,6 +645,10 @@ _NOT_A_LENGTH = re.compile(r"(?:trained|training|train|dataset|corpus|total|over
                            r"per\s{1,3}second|/s)\W{0,3}$", re.I)
 
 
+_LATER_EPOCH = re.compile(r"\bepoch\s{0,3}[:#=]?\s{0,2}(?:0{0,3}[2-9]|[1-9]\d{1,4})\b|\b(?:second|third|next|later|2nd|3rd|\d{1,4}th)\s{1,3}epoch|"
+                          r"第\s{0,2}[二三四五六七八九十2-9]\s{0,2}(?:个\s{0,2})?(?:epoch|轮)|(?:下一个|后面的?)\s{0,2}(?:epoch|轮)", re.IGNORECASE)
+
+
 _ZH_SMALL = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
 
 
@@ -616,6 +681,14 @@ def _value(kind, match: re.Match, text: str):
         word = next(g for g in match.groups() if g)
         number = int(word) if word.isdigit() else _ZH_SMALL.get(word)
         return number if number and number <= 512 else None
+    if kind == "first_step":
+        # the first step of a later epoch has the epochs before it behind it: "at step 1 of epoch 3", "第二个 epoch 的第 1 步"
+        return None if _LATER_EPOCH.search(runs.around(text, match.start(), runs.SENTENCE_END, 80)) else False
+    if kind == "modules":
+        if re.search(r"(?:\b(?:not|never|except|instead\s{1,3}of|rather\s{1,3}than|but\s{1,3}not)|不是|没有|除了|而不是)\W{0,3}(?:on\s{1,3}|at\s{1,3}|只\s{0,2})?$",
+                     text[max(0, match.start(1) - 24):match.start(1)], re.IGNORECASE):
+            return None  # "not q_proj and v_proj", "除了 q_proj"
+        return list(dict.fromkeys(m.lower() for m in re.findall(_MODULE, match.group(1), re.IGNORECASE)))
     if kind == "named_optimizer":
         return next(g for g in match.groups() if g).lower()
     if kind == "share":
@@ -624,6 +697,8 @@ def _value(kind, match: re.Match, text: str):
     if kind == "params":
         value = float(match.group(1))
         return value if 0.05 <= value <= 2000 else None
+    if isinstance(kind, list):
+        return list(kind)  # a fresh list each time: facts are handed on and may be changed
     if kind is int:
         value = int(next(g for g in match.groups() if g))
         return value if value > 0 else None
