@@ -1,0 +1,126 @@
+"""Prefix tuning (P-tuning v2) against peft's own PrefixEncoder on a tiny Llama (CPU, random weights).
+
+peft 0.21 builds the prefix as a KV cache handed to every layer; the estimator's trainable count, its
+optimizer states and the layers' saved tensors are held against what peft and torch really make.
+Layer 1 is compared, as in test_estimate_measured (layer 0 holds the tensors shared by all layers).
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import require
+
+torch = require("torch")
+transformers = require("transformers")
+peft = pytest.importorskip("peft")
+
+from oomdoctor.estimate import Setup, anatomy  # noqa: E402
+from oomdoctor.estimate import activations as acts  # noqa: E402
+from oomdoctor.estimate.optimizer import optimizer_states  # noqa: E402
+from oomdoctor.estimate.trainable import trainable  # noqa: E402
+from test_estimate import TINY  # noqa: E402
+
+B, S, N, HIDDEN = 2, 64, 16, 64
+
+
+def _model(attn: str, projection: bool):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=TINY.hidden, intermediate_size=TINY.intermediate,
+                                   num_attention_heads=TINY.heads, num_key_value_heads=TINY.kv_heads,
+                                   num_hidden_layers=TINY.layers, vocab_size=TINY.vocab)
+    cfg._attn_implementation = attn
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
+    extra = {"encoder_hidden_size": HIDDEN} if projection else {}
+    config = peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=N, prefix_projection=projection, **extra)
+    model = peft.get_peft_model(model, config)
+    model.train()
+    return model
+
+
+def _setup(attn: str, projection: bool, **kw) -> Setup:
+    kw.setdefault("virtual_tokens", N)
+    return Setup(model=TINY, method="prefix", prefix_projection=projection,
+                 prefix_hidden=HIDDEN if projection else None, batch_size=B, seq_len=S, load_dtype="bf16",
+                 precision="fp32", attention=attn, **kw)
+
+
+@pytest.mark.parametrize("projection", [False, True])
+def test_parameters_trainable_count_and_dtype_are_peft_s(projection):
+    model = _model("sdpa", projection)
+    setup = _setup("sdpa", projection)
+    tr = trainable(setup)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    assert sum(p.numel() for p in trained) == tr.params
+    assert sum(p.numel() for p in model.parameters() if not p.requires_grad) == anatomy.total_params(TINY)
+    assert {p.element_size() for p in trained} == {g.dtype_bytes for g in tr.groups} == {4}
+
+
+@pytest.mark.parametrize("projection", [False, True])
+def test_adamw_states_after_one_step_are_the_estimate(projection):
+    model = _model("sdpa", projection)
+    ids = torch.randint(0, TINY.vocab, (B, S))
+    model(input_ids=ids, labels=ids).loss.backward()
+    trained = [p for p in model.parameters() if p.requires_grad]
+    assert all(p.grad is not None for p in trained)             # every prefix tensor gets a gradient
+    opt = torch.optim.AdamW(trained, foreach=True)
+    opt.step()
+    states = sum(v.numel() * v.element_size() for st in opt.state.values() for v in st.values() if v.dim() > 0)
+    setup = _setup("sdpa", projection)
+    assert states == optimizer_states(setup, trainable(setup)).states
+
+
+def _saved_per_token(model, layer_index: int) -> float:
+    skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    skip |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    layers = [m for m in model.modules() if type(m).__name__ == "LlamaDecoderLayer"]
+    where: list = ["model"]
+
+    def leave(module, args, out):
+        where.pop()             # a forward hook that returns a value replaces the layer's output
+
+    for i, layer in enumerate(layers):
+        layer.register_forward_pre_hook(lambda module, args, i=i: where.append(i))
+        layer.register_forward_hook(leave)
+    per_layer: dict = {}
+    seen = set()
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in skip and st.data_ptr() not in seen:
+            seen.add(st.data_ptr())
+            per_layer[where[-1]] = per_layer.get(where[-1], 0) + st.nbytes()
+        return t
+
+    ids = torch.randint(0, TINY.vocab, (B, S))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, labels=ids)
+    return per_layer[layer_index] / (B * S)
+
+
+def _formula(setup: Setup) -> float:
+    c = acts.context(setup)
+    base = sum(b for *_, b in acts.layer_items(c)) + acts.attention_per_position(c) * S
+    prefix, _, _ = acts.prefix_activations(c, setup, B)
+    return base + prefix / c.trained_layers / (B * S)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_a_layer_saves_what_the_estimate_says_with_the_prefix_in_its_keys_and_values(attn):
+    measured = _saved_per_token(_model(attn, False), 1)
+    with_prefix = _formula(_setup(attn, False))
+    assert measured == pytest.approx(with_prefix, rel=0.05)
+    # the prefix's share is real: without it the estimate is further off than the tolerance
+    without = _formula(_setup(attn, False, virtual_tokens=1))
+    assert abs(measured - without) > abs(measured - with_prefix)
+
+
+def test_prefix_tuning_keeps_optimizer_states_for_the_prefix_only_not_for_every_weight():
+    from oomdoctor.estimate import estimate
+    from test_estimate import LLAMA3_8B
+
+    prefix = estimate(Setup(model=LLAMA3_8B, method="prefix", load_dtype="bf16", virtual_tokens=128))
+    full = estimate(Setup(model=LLAMA3_8B, method="full", load_dtype="bf16"))
+    n = 128 * 32 * 2 * 1024
+    assert prefix.trainable_params == n
+    assert prefix.breakdown["optimizer"] * 2**30 == pytest.approx(8 * n, rel=1e-6)
+    assert prefix.per_gpu_gib < full.per_gpu_gib / 2
