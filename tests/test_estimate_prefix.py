@@ -124,3 +124,70 @@ def test_prefix_tuning_keeps_optimizer_states_for_the_prefix_only_not_for_every_
     assert prefix.trainable_params == n
     assert prefix.breakdown["optimizer"] * 2**30 == pytest.approx(8 * n, rel=1e-6)
     assert prefix.per_gpu_gib < full.per_gpu_gib / 2
+
+
+# ---------------------------------------------------------------- read from pasted text, named inputs, what-ifs
+
+CHATGLM_PTUNING = """PRE_SEQ_LEN=128
+LR=2e-2
+torchrun --standalone --nnodes=1 --nproc-per-node=1 ptuning/main.py --do_train --train_file AdvertiseGen/train.json \\
+    --model_name_or_path THUDM/chatglm2-6b --output_dir output/adgen-chatglm2-6b-pt --max_source_length 64 \\
+    --max_target_length 128 --per_device_train_batch_size 1 --gradient_accumulation_steps 16 --max_steps 3000 \\
+    --learning_rate $LR --pre_seq_len $PRE_SEQ_LEN --prefix_projection
+torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB"""
+
+PEFT_PREFIX = """config = PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=30)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", torch_dtype=torch.bfloat16)
+model = get_peft_model(model, config)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB."""
+
+# peft's prompt tuning also has num_virtual_tokens, at the input only: not prefix tuning.
+PEFT_PROMPT = """config = PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=8, prompt_tuning_init="TEXT",
+    prompt_tuning_init_text="Classify:", tokenizer_name_or_path="meta-llama/Llama-2-7b-hf")
+model = get_peft_model(model, config)"""
+
+
+def _facts(text: str) -> dict:
+    from oomdoctor.consultation import default
+
+    reply = default().diagnose(text)
+    return {f["name"]: f["value"] for f in reply["facts"]}, reply
+
+
+@pytest.mark.parametrize("text, tokens, projection", [(CHATGLM_PTUNING, 128, True), (PEFT_PREFIX, 30, None)],
+                         ids=["chatglm ptuning", "peft PrefixTuningConfig"])
+def test_a_pasted_prefix_tuning_run_is_read_and_estimated_as_prefix_tuning(text, tokens, projection):
+    facts, reply = _facts(text)
+    assert facts.get("train.method") == "prefix"
+    assert facts.get("prefix.virtual_tokens") == tokens
+    assert facts.get("prefix.projection") is projection
+    assert any("P-tuning v2" in line and f"{tokens} virtual tokens" in line for line in reply["estimate"]["derivation"])
+
+
+def test_prompt_tuning_s_virtual_tokens_are_not_read_as_a_prefix():
+    facts, _ = _facts(PEFT_PROMPT)
+    assert facts.get("train.method") not in ("prefix", "lora")
+    assert "prefix.virtual_tokens" not in facts
+
+
+@pytest.mark.parametrize("text", ["I'm running P-tuning v2 on Qwen2-7B on a 4090 and it runs out of memory",
+                                  "用前缀微调训练 Qwen2-7B，4090 显存不够"])
+def test_prefix_tuning_named_in_a_sentence(text):
+    facts, _ = _facts(text)
+    assert facts.get("train.method") == "prefix"
+
+
+def test_named_inputs_take_the_prefix_and_the_lora_what_if_still_applies():
+    from oomdoctor.named_inputs import EstimateInputError, estimate_reply
+
+    base = {"model": "llama-3-8b", "gpu": "rtx-4090", "seq_len": 1024}
+    small = estimate_reply({**base, "method": "prefix", "virtual_tokens": 16}, "zh")
+    big = estimate_reply({**base, "virtual_tokens": 512, "prefix_projection": True}, "en")
+    assert {"name": "train.method", "value": "prefix"} in big["facts"]              # implied by the prefix's size
+    assert big["estimate"]["per_gpu_gib"] > small["estimate"]["per_gpu_gib"]
+    assert any("前缀微调" in line for line in small["estimate"]["derivation"])
+    with pytest.raises(EstimateInputError):
+        estimate_reply({**base, "method": "lora", "virtual_tokens": 16})
+    full = estimate_reply({**base, "method": "full"}, "en")
+    assert small["estimate"]["per_gpu_gib"] < full["estimate"]["per_gpu_gib"] / 2
+    assert "use_lora" in {w["remedy"] for w in full["whatif"]}
