@@ -12,6 +12,7 @@ from oomdoctor.conclusions.sizing import say_derivation
 from oomdoctor.knowledge import default
 
 LLAMA = get_model("llama-3-8b")
+CHATGLM3 = get_model("chatglm3-6b")
 GEMMA2 = get_model("gemma-2-2b")
 MIXTRAL = get_model("mixtral-8x7b")
 DEEPSEEK_V3 = get_model("deepseek-v3")
@@ -42,6 +43,8 @@ SETUPS = {
     "full adafactor": dict(method="full", optimizer="adafactor", modules_to_save=()),
     "freeze": dict(method="freeze", load_dtype="bf16"),
     "prefix tuning": dict(method="prefix", load_dtype="fp16", virtual_tokens=128),
+    "chatglm3 p-tuning v2, projection": dict(model=CHATGLM3, method="prefix", load_dtype="fp16", virtual_tokens=128,
+                                             prefix_projection=True),
     "prefix tuning, projection, checkpointing": dict(method="prefix", load_dtype="bf16", virtual_tokens=64,
                                                      prefix_projection=True, grad_checkpointing=True),
     "modules_to_save": dict(method="lora", modules_to_save=("lm_head",)),

@@ -191,3 +191,17 @@ def test_named_inputs_take_the_prefix_and_the_lora_what_if_still_applies():
     full = estimate_reply({**base, "method": "full"}, "en")
     assert small["estimate"]["per_gpu_gib"] < full["estimate"]["per_gpu_gib"] / 2
     assert "use_lora" in {w["remedy"] for w in full["whatif"]}
+
+
+def test_chatglm3_s_own_prefix_encoder_projects_through_the_hidden_size():
+    """modeling_chatglm.py (ChatGLM2/3): Embedding(pre_seq_len, kv_size), Linear(kv_size, hidden), Linear(hidden,
+    kv_size), kv_size = num_layers × kv_channels × multi_query_group_num × 2; without projection the embedding alone."""
+    from oomdoctor.catalog import get_model
+
+    glm = get_model("chatglm3-6b")
+    kv_size = 28 * 128 * 2 * 2
+    plain = trainable(Setup(model=glm, method="prefix", load_dtype="fp16", virtual_tokens=128))
+    projected = trainable(Setup(model=glm, method="prefix", load_dtype="fp16", virtual_tokens=128,
+                                prefix_projection=True))
+    assert plain.params == 128 * kv_size
+    assert projected.params == 128 * kv_size + (kv_size * 4096 + 4096) + (4096 * kv_size + kv_size)

@@ -105,8 +105,20 @@ def prefix_shapes(setup: Setup) -> tuple[tuple[int, int, int], ...]:
     n, width, out = setup.virtual_tokens, d.kv_dim, d.layers * 2 * d.kv_dim
     if not setup.prefix_projection:
         return ((n, out, 1),)
+    if chatglm_prefix(setup):
+        # ChatGLM2/3's own PrefixEncoder (modeling_chatglm.py): the embedding is already layers × 2 × kv wide and
+        # the MLP goes through the model's hidden size and back
+        h = setup.prefix_hidden or d.hidden
+        return ((n, out, 1), (h, out, 1), (h, 0, 1), (out, h, 1), (out, 0, 1))
     h = setup.prefix_hidden or width          # encoder_hidden_size, token_dim when not given
     return ((n, width, 1), (h, width, 1), (h, 0, 1), (out, h, 1), (out, 0, 1))
+
+
+def chatglm_prefix(setup: Setup) -> bool:
+    """ChatGLM2/3 (multi-query groups: keys narrower than the hidden size) build the prefix in their own code.
+    ChatGLM-6B's encoder is peft's with encoder_hidden_size = hidden size."""
+    d = anatomy.dims(setup.model)
+    return d.model_type == "chatglm" and d.kv_dim < d.hidden
 
 
 def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True,
@@ -223,7 +235,10 @@ def trainable(setup: Setup) -> Trainable:
         d = anatomy.dims(setup.model)
         dt = prefix_bytes(setup)
         group = Tensors(line("group.prefix"), dt, prefix_shapes(setup))
-        if setup.prefix_projection:
+        if setup.prefix_projection and chatglm_prefix(setup):
+            said = line("trainable.prefix_chatglm", n=setup.virtual_tokens, kv=d.kv_dim,
+                        hidden=setup.prefix_hidden or d.hidden, layers=d.layers, params=group.params, bytes=dt)
+        elif setup.prefix_projection:
             said = line("trainable.prefix_projection", n=setup.virtual_tokens, kv=d.kv_dim,
                         hidden=setup.prefix_hidden or d.kv_dim, layers=d.layers, params=group.params, bytes=dt)
         else:
