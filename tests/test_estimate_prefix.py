@@ -205,3 +205,10 @@ def test_chatglm3_s_own_prefix_encoder_projects_through_the_hidden_size():
                                 prefix_projection=True))
     assert plain.params == 128 * kv_size
     assert projected.params == 128 * kv_size + (kv_size * 4096 + 4096) + (4096 * kv_size + kv_size)
+
+
+def test_chatglm_efficient_tuning_s_p_tuning_is_prefix_tuning():
+    facts, _ = _facts("python src/train_sft.py --do_train --model_name_or_path THUDM/chatglm2-6b --finetuning_type p_tuning "
+                      "--prefix_projection --per_device_train_batch_size 4 --fp16\n"
+                      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.")
+    assert facts.get("train.method") == "prefix" and facts.get("prefix.projection") is True
