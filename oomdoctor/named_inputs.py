@@ -51,6 +51,7 @@ INPUTS = {
     "vllm": "rl.vllm", "vllm_gpu_memory_utilization": "rl.vllm_memory_share", "vllm_sleep": "rl.vllm_sleep",
     "beta": "rl.beta", "precompute_ref_log_probs": "rl.precompute_ref", "reward_model": "rl.reward_model",
     "fp8": "train.fp8", "kbit_upcast": "train.kbit_upcast", "fsdp_mixed_units": "dist.fsdp_mixed_units",
+    "virtual_tokens": "prefix.virtual_tokens", "prefix_projection": "prefix.projection",
 }
 
 
@@ -58,7 +59,9 @@ KINDS = {"integer": "an integer", "number": "a number", "boolean": "true or fals
 
 # An input that only means something under a strategy implies it; naming another strategy beside it is
 # a contradiction (ZeRO stages are DeepSpeed's: under DDP or FSDP a stage would be silently dropped).
-IMPLIES = {"zero_stage": ("strategy", "deepspeed")}
+# The prefix's size only means something in prefix tuning.
+IMPLIES = {"zero_stage": ("strategy", "deepspeed"), "virtual_tokens": ("method", "prefix"),
+           "prefix_projection": ("method", "prefix")}
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def test_estimate_help_says_values_units_and_defaults():
     out = run("estimate", "--help")
     assert out.returncode == 0
     text = " ".join(out.stdout.split())
-    assert "--method {full,lora,qlora,freeze}" in text and "one of: full, lora, qlora, freeze" in text
+    assert "--method {full,lora,qlora,freeze,prefix}" in text and "one of: full, lora, qlora, freeze, prefix" in text
+    assert "implies --method prefix" in text
     assert "default: qlora with --load-dtype nf4/fp4/int8, else full" in text
     assert "--gpu-memory-gib X memory of one GPU; in GiB" in text
     assert "default: single with --num-gpus 1, else ddp" in text

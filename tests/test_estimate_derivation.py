@@ -12,6 +12,7 @@ from oomdoctor.conclusions.sizing import say_derivation
 from oomdoctor.knowledge import default
 
 LLAMA = get_model("llama-3-8b")
+CHATGLM3 = get_model("chatglm3-6b")
 GEMMA2 = get_model("gemma-2-2b")
 MIXTRAL = get_model("mixtral-8x7b")
 DEEPSEEK_V3 = get_model("deepseek-v3")
@@ -41,6 +42,11 @@ SETUPS = {
     "full fp32 autocast": dict(method="full", load_dtype="fp32", attention="eager", seq_len=256),
     "full adafactor": dict(method="full", optimizer="adafactor", modules_to_save=()),
     "freeze": dict(method="freeze", load_dtype="bf16"),
+    "prefix tuning": dict(method="prefix", load_dtype="fp16", virtual_tokens=128),
+    "chatglm3 p-tuning v2, projection": dict(model=CHATGLM3, method="prefix", load_dtype="fp16", virtual_tokens=128,
+                                             prefix_projection=True),
+    "prefix tuning, projection, checkpointing": dict(method="prefix", load_dtype="bf16", virtual_tokens=64,
+                                                     prefix_projection=True, grad_checkpointing=True),
     "modules_to_save": dict(method="lora", modules_to_save=("lm_head",)),
     "zero1": dict(method="full", strategy="deepspeed", zero_stage=1, num_gpus=4),
     "zero2 nvme": dict(method="full", load_dtype="fp32", strategy="deepspeed", zero_stage=2, num_gpus=4, offload_optimizer="nvme"),

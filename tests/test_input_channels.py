@@ -52,6 +52,8 @@ CONTEXTS: dict[str, dict[str, Any]] = {
     "a model by its size": {"params_b": 7.0, "gpu": "rtx-4090", "method": "qlora", "host_ram_gib": 32.0},
     "lora, fsdp on 2 cards": {"model": "mistral-7b-v0.1", "gpu": "a100-40gb", "method": "lora", "num_gpus": 2,
                               "strategy": "fsdp", "seq_len": 4096, "batch_size": 2, "grad_checkpointing": True},
+    "prefix tuning (P-tuning v2), one card": {"model": "qwen2.5-7b", "gpu": "rtx-4090", "method": "prefix",
+                                             "seq_len": 1024, "batch_size": 4},
 }
 # Values tried for an input, by its fact's type (an enum tries each of its values).
 TRIED = {"boolean": (True, False), "integer": (1, 2, 8), "number": (0.0, 0.5, 0.9),

@@ -173,6 +173,9 @@ def context(setup: Setup) -> Context:
     # An unpacked batch of several rows carries padding, so transformers builds a 4-D mask; with none
     # (one row, or packing) SDPA runs causal and grouped-query attention without repeat_kv.
     sdpa_padded = setup.attention == "sdpa" and not setup.packing and setup.batch_size > 1
+    # Prefix tuning's keys outnumber the queries, so transformers builds an explicit 4-D mask even for one row:
+    # SDPA then runs without grouped-query attention (repeat_kv) and saves the mask (measured on CPU, peft 0.21).
+    sdpa_padded = sdpa_padded or (setup.attention == "sdpa" and setup.method == "prefix")
     grouped = d.heads > d.kv_heads
     # torchtune's attention (torchtune/modules/attention.py) expands keys and values to every query head
     # before the kernel (expand + flatten: a copy), and hands packed rows a block mask, never a dense one.
@@ -287,6 +290,8 @@ def _qkv_grads(ctx: Context) -> tuple[bool, bool, bool]:
     if ctx.full_layers:
         return True, True, True
     rq = rk = rv = False
+    if ctx.method == "prefix":
+        rk = rv = True                  # every layer's keys and values are concatenated with trained prefixes
     for b in ctx.blocks:
         if b.role == anatomy.ATTN_IN and b.name in ctx.targets:
             if b.name in ("k_proj",):
@@ -557,6 +562,12 @@ def activations(setup: Setup, rows: int) -> Activations:
         kept += balancing
         beside += balancing
         lines.append(line("activations.load_balancing", mib=balancing / 2**20))
+    if setup.method == "prefix":
+        extra, recomputed, said = prefix_activations(ctx, setup, rows)
+        kept += extra
+        beside += extra
+        recompute += recomputed
+        lines.append(said)
     merged = ctx.wrapped.merged_bytes
     if merged:
         held = merged * (0 if setup.grad_checkpointing else frac * d.moe_layers)
@@ -644,6 +655,26 @@ def activations(setup: Setup, rows: int) -> Activations:
     outside = T * max(model_b - 32 - head_in, 0.0) + beside
     return Activations(kept, recompute, transient, working, copies, dense_b, tuple(lines), in_layers, single,
                        outside, recompute_tail, head_copy)
+
+
+def prefix_activations(ctx: Context, setup: Setup, rows: int) -> tuple[float, float, Line]:
+    """(kept, recomputed, line) that prefix tuning adds: every layer's keys and values grow by the virtual tokens.
+
+    peft hands the prefixes in as a KV cache; each layer's attention concatenates them with its own keys and
+    values (``DynamicCache.update``) and saves the concatenation where it saved its keys and values; eager
+    attention's probabilities grow from s to s + n columns.  Under gradient checkpointing the prefixes, one
+    tensor of n × layers × 2 × kv per row, stay alive the whole step and the recomputed layer grows the same way.
+    """
+    d, n, s = ctx.d, setup.virtual_tokens, setup.seq_len
+    kv_width = d.q_dim if ctx.expand_kv else d.kv_dim
+    per_layer = rows * n * 2 * ctx.p * kv_width + rows * s * attention_per_position(ctx) * n
+    if setup.grad_checkpointing:
+        held = rows * n * d.layers * 2 * d.kv_dim * ctx.p
+        return held, per_layer, line("activations.prefix_checkpointed", n=n, layers=d.layers, kv=d.kv_dim,
+                                     bytes=ctx.p, rows=rows, mib=(held + per_layer) / 2**20)
+    kept = per_layer * ctx.trained_layers
+    return kept, 0.0, line("activations.prefix", n=n, layers=ctx.trained_layers, kv=kv_width, bytes=ctx.p,
+                           rows=rows, mib=kept / 2**20)
 
 
 # The groups of a layer's saved tensors, as the derivation names them.

@@ -164,8 +164,10 @@ ORDER = ("model.load_dtype", "train.method", "train.precision", "train.optimizer
          "train.objective", "lora.rank", "lora.targets", "lora.modules_to_save", "dist.num_gpus",
          "dist.strategy", "dist.zero_stage", "dist.offload_optimizer", "dist.offload_param", "train.eval_batch_size",
          # only a toolkit's own defaults set these (knowledge/defaults.yaml); else the estimator's own reading applies
-         "train.loss", "train.activation_offload", "rl.vllm", "rl.vllm_memory_share", "rl.vllm_sleep")
+         "train.loss", "train.activation_offload", "rl.vllm", "rl.vllm_memory_share", "rl.vllm_sleep",
+         "prefix.virtual_tokens")
 LORA_FACTS = ("lora.rank", "lora.targets", "lora.modules_to_save")
+PREFIX_FACTS = ("prefix.virtual_tokens", "prefix.projection", "prefix.hidden")
 
 
 def _text(en: str, zh: str) -> dict[str, str]:
@@ -212,6 +214,8 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
             del resolved[fact]
     if "train.method" not in resolved and any(f in resolved for f in LORA_FACTS):
         resolved["train.method"] = "lora"
+    if "train.method" not in resolved and resolved.get("prefix.virtual_tokens") is not None:
+        resolved["train.method"] = "prefix"
     # QLoRA implies a quantised load whatever float dtype was named (torch_dtype there is the compute dtype).
     if resolved.get("train.method") == "qlora" and resolved.get("model.load_dtype") not in (None, "nf4", "fp4",
                                                                                            "int8"):
@@ -228,6 +232,8 @@ def setup_from_facts(values: Mapping[str, Any], shape: Any = None) -> tuple[Setu
         if fact in resolved:
             continue
         if fact in LORA_FACTS and resolved.get("train.method") not in ("lora", "qlora"):
+            continue
+        if fact in PREFIX_FACTS and resolved.get("train.method") != "prefix":
             continue
         entry = next((d for d in defaults if d.fact == fact and all(
             resolved.get(k) in allowed for k, allowed in d.when.items())), None)

@@ -5,17 +5,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-METHODS = ("full", "lora", "qlora", "freeze")
+METHODS = ("full", "lora", "qlora", "freeze", "prefix")
 LOAD_DTYPES = ("fp32", "bf16", "fp16", "int8", "nf4", "fp4")
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "adafactor",
               "sgd", "sgd_momentum", "lion", "lion_8bit")
 ATTENTIONS = ("eager", "sdpa", "flash")
 POSITIVE_INTS = ("batch_size", "seq_len", "grad_accum", "num_gpus", "lora_rank", "gen_beams", "loss_chunks",
-                 "context_parallel", "tensor_parallel", "num_nodes")
+                 "context_parallel", "tensor_parallel", "num_nodes", "virtual_tokens")
 OPTIONAL_POSITIVE_INTS = ("eval_batch_size", "eval_samples", "eval_accumulation_steps", "gen_new_tokens",
                           "rl_generations", "rl_steps_per_generation", "rl_generation_batch", "rl_prompt_len",
-                          "target_len", "images_per_sample", "image_size")
+                          "target_len", "images_per_sample", "image_size", "prefix_hidden")
 def is_count(value: Any) -> bool:
     """A positive integer (bool is an int in Python, and is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
@@ -56,6 +56,11 @@ class Setup:
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     modules_to_save: tuple[str, ...] = ()
     freeze_trainable_layers: int = 2
+    # Prefix tuning (peft PrefixTuningConfig, ChatGLM's P-tuning v2 --pre_seq_len): virtual tokens per layer's keys
+    # and values; with prefix_projection an MLP of width prefix_hidden (None: the model's hidden size) makes them.
+    virtual_tokens: int = 128
+    prefix_projection: bool = False
+    prefix_hidden: int | None = None
     num_gpus: int = 1
     strategy: str = "single"
     zero_stage: int = 0

@@ -89,6 +89,38 @@ def adapter_bytes(setup: Setup) -> int:
     return base_float_bytes(setup)
 
 
+def prefix_bytes(setup: Setup) -> int:
+    """peft builds the PrefixEncoder in torch's default dtype (fp32) whatever the base's dtype, and ChatGLM's
+    P-tuning v2 script calls ``prefix_encoder.float()``; DeepSpeed with bf16/fp16 casts it to half beside a
+    fp32 master copy."""
+    if setup.strategy == "deepspeed" and setup.precision in ("bf16", "fp16"):
+        return 2
+    return 4
+
+
+def prefix_shapes(setup: Setup) -> tuple[tuple[int, int, int], ...]:
+    """The tensors of peft's PrefixEncoder (peft/tuners/prefix_tuning/model.py).  Its token_dim is the keys'
+    width, head_dim × key/value heads for grouped-query attention (``_prepare_prompt_learning_config``)."""
+    d = anatomy.dims(setup.model)
+    n, width, out = setup.virtual_tokens, d.kv_dim, d.layers * 2 * d.kv_dim
+    if not setup.prefix_projection:
+        return ((n, out, 1),)
+    if chatglm_prefix(setup):
+        # ChatGLM2/3's own PrefixEncoder (modeling_chatglm.py): the embedding is already layers × 2 × kv wide and
+        # the MLP goes through the model's hidden size and back
+        h = setup.prefix_hidden or d.hidden
+        return ((n, out, 1), (h, out, 1), (h, 0, 1), (out, h, 1), (out, 0, 1))
+    h = setup.prefix_hidden or width          # encoder_hidden_size, token_dim when not given
+    return ((n, width, 1), (h, width, 1), (h, 0, 1), (out, h, 1), (out, 0, 1))
+
+
+def chatglm_prefix(setup: Setup) -> bool:
+    """ChatGLM2/3 (multi-query groups: keys narrower than the hidden size) build the prefix in their own code.
+    ChatGLM-6B's encoder is peft's with encoder_hidden_size = hidden size."""
+    d = anatomy.dims(setup.model)
+    return d.model_type == "chatglm" and d.kv_dim < d.hidden
+
+
 def _full_shapes(shape, layers_fraction: float = 1.0, with_ends: bool = True,
                  frozen_tower: bool = False) -> list[tuple[int, int, int]]:
     out = []
@@ -199,6 +231,20 @@ def trainable(setup: Setup) -> Trainable:
         dt = base_float_bytes(setup)
         group = Tensors(line("group.last_layers", n=n), dt, tuple(_full_shapes(shape, n / d.layers, with_ends=False)))
         return Trainable((group,), (line("trainable.freeze", n=n, layers=d.layers, params=group.params, bytes=dt),))
+    if setup.method == "prefix":
+        d = anatomy.dims(setup.model)
+        dt = prefix_bytes(setup)
+        group = Tensors(line("group.prefix"), dt, prefix_shapes(setup))
+        if setup.prefix_projection and chatglm_prefix(setup):
+            said = line("trainable.prefix_chatglm", n=setup.virtual_tokens, kv=d.kv_dim,
+                        hidden=setup.prefix_hidden or d.hidden, layers=d.layers, params=group.params, bytes=dt)
+        elif setup.prefix_projection:
+            said = line("trainable.prefix_projection", n=setup.virtual_tokens, kv=d.kv_dim,
+                        hidden=setup.prefix_hidden or d.kv_dim, layers=d.layers, params=group.params, bytes=dt)
+        else:
+            said = line("trainable.prefix", n=setup.virtual_tokens, kv=d.kv_dim, layers=d.layers,
+                        params=group.params, bytes=dt)
+        return Trainable((group,), (said,))
     r = setup.lora_rank
     ab = adapter_bytes(setup)
     placed = adapters_for(setup)
