@@ -177,6 +177,14 @@ def test_prefix_tuning_named_in_a_sentence(text):
     assert facts.get("train.method") == "prefix"
 
 
+@pytest.mark.parametrize("text", ["LoRA on Qwen2-7B runs out of memory on a 4090. Should I try prefix tuning instead?",
+                                  "Qwen2-7B full fine-tuning OOMs on my 4090; would P-tuning v2 fit?",
+                                  "4090 全参训 Qwen2-7B 爆显存，要不要改用 P-tuning v2"])
+def test_prefix_tuning_weighed_not_run_is_no_method(text):
+    facts, _ = _facts(text)
+    assert facts.get("train.method") != "prefix"
+
+
 def test_named_inputs_take_the_prefix_and_the_lora_what_if_still_applies():
     from oomdoctor.named_inputs import EstimateInputError, estimate_reply
 
